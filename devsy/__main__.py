@@ -1,0 +1,3 @@
+from devsy.cli.main import main
+
+raise SystemExit(main())

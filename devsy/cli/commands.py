@@ -1,0 +1,103 @@
+"""One small function per command: turn parsed arguments into one call below, and its result into output."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from devsy.cli.outcome import emit_success, workspace_json
+from devsy.devcontainer import workspace_ops
+from devsy.driver.base import ExecRequest
+from devsy.errors import UsageError
+from devsy.progress import Progress
+from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    handler = _HANDLERS[args.command]
+    return handler(args)
+
+
+def _content_dir(home: Path, record) -> str | None:
+    return None if record.source_kind == "local" else str(workspace_paths(home, record.id).content)
+
+
+def _up(args: argparse.Namespace) -> int:
+    # Imported here: image building and cloning are only needed by `up`, and every other command starts faster.
+    from devsy.devcontainer.runner import UpRequest, up
+
+    home = devsy_home()
+    request = UpRequest(
+        source=args.source, cwd=Path.cwd(), home=home, ssh_config=args.ssh_config or ssh_config_path(),
+        workspace_id=args.workspace_id, provider=args.provider, provider_options=dict(args.provider_option),
+        recreate=args.recreate,
+    )
+    result = up(request, Progress())
+    record = result.record
+    payload = {"workspace": workspace_json(record, result.instance, _content_dir(home, record), reused=result.reused)}
+    human = f"workspace {record.id} is {result.instance.status.value}; enter it with `ssh {record.id}.devsy`"
+    return emit_success("up", args.json, payload, human)
+
+
+def _state(args: argparse.Namespace, state: workspace_ops.WorkspaceState) -> int:
+    home = devsy_home()
+    payload = {"workspace": workspace_json(state.record, state.instance, _content_dir(home, state.record))}
+    return emit_success(args.command, args.json, payload, f"workspace {state.record.id} is {state.status}")
+
+
+def _status(args: argparse.Namespace) -> int:
+    return _state(args, workspace_ops.status(devsy_home(), args.workspace))
+
+
+def _start(args: argparse.Namespace) -> int:
+    return _state(args, workspace_ops.start(devsy_home(), args.workspace, Progress()))
+
+
+def _stop(args: argparse.Namespace) -> int:
+    return _state(args, workspace_ops.stop(devsy_home(), args.workspace, Progress()))
+
+
+def _delete(args: argparse.Namespace) -> int:
+    workspace_id = workspace_ops.delete(devsy_home(), args.workspace, Progress())
+    return emit_success("delete", args.json, {"workspace_id": workspace_id}, f"workspace {workspace_id} deleted")
+
+
+def _list(args: argparse.Namespace) -> int:
+    records = workspace_ops.list_workspaces(devsy_home())
+    payload = {"workspaces": [{"id": r.id, "provider": r.provider, "source_kind": r.source_kind} for r in records]}
+    human = "\n".join(f"{r.id}\t{r.provider}\t{r.source_kind}" for r in records) or "no workspaces"
+    return emit_success("list", args.json, payload, human)
+
+
+def _exec(args: argparse.Namespace) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise UsageError("no command given", hint="pass the command after --, e.g. `devsy exec WS -- ls -la`")
+    request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
+                          user=args.user, workdir=args.workdir, env=dict(args.env))
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        request.cancel.cancel()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = workspace_ops.exec_command(devsy_home(), args.workspace, request)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 128 + received[0] if received else result.exit_code
+
+
+def _logs(args: argparse.Namespace) -> int:
+    workspace_ops.logs(devsy_home(), args.workspace, sys.stdout.buffer)
+    return 0
+
+
+_HANDLERS = {
+    "up": _up, "status": _status, "start": _start, "stop": _stop, "delete": _delete, "list": _list,
+    "exec": _exec, "logs": _logs,
+}

@@ -1,0 +1,89 @@
+"""`devsy` command line: argument parsing only; each command calls one function of the layers below."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from devsy.cli import commands
+from devsy.cli.outcome import emit_error
+from devsy.errors import Cancelled, DevsyError
+
+_DESCRIPTION = """\
+devsy brings up a devcontainer (devcontainer.json) as a container or microVM and gives you commands to work in it.
+State lives in $DEVSY_HOME (default ~/.devsy); `devsy up` writes an OpenSSH entry `<id>.devsy` into
+$DEVSY_SSH_CONFIG (default ~/.ssh/config)."""
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        # Only the key is echoed: the value may be a secret.
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {key or 'an empty key'!r} without '='")
+    return key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="devsy", description=_DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--home", type=Path, help="devsy state directory (default: $DEVSY_HOME or ~/.devsy)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_text: str, *, json_flag: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if json_flag:
+            p.add_argument("--json", action="store_true",
+                           help='print one JSON outcome object on stdout ({"outcome": "success"|"error", ...})')
+        return p
+
+    up = command("up", "Create, start or reuse the workspace of SOURCE (a folder with devcontainer.json, "
+                       "git:URL, or an image reference).")
+    up.add_argument("source", metavar="SOURCE")
+    up.add_argument("--id", dest="workspace_id", help="workspace id (1-63 of a-z, 0-9, '-'; default: from SOURCE)")
+    up.add_argument("--provider", help="backend provider (default: the workspace's, else docker)")
+    up.add_argument("--provider-option", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                    help="provider option, repeatable; docker: NETWORK_MODE=default|host|none|bridge, STOP_TIMEOUT=S")
+    up.add_argument("--recreate", action="store_true",
+                    help="replace the instance (instance-local data is lost; workspace content is kept)")
+    up.add_argument("--ssh-config", type=Path,
+                    help="ssh config file for the workspace's Host entry (default: $DEVSY_SSH_CONFIG or ~/.ssh/config)")
+
+    for name, text in (("status", "Show the workspace and its instance state."),
+                       ("start", "Start a stopped workspace (runs postStartCommand)."),
+                       ("stop", "Stop the workspace's instance; its data is kept."),
+                       ("delete", "Delete the instance, its volumes, SSH entry, managed content and record. "
+                                  "A local source folder is never touched.")):
+        command(name, text).add_argument("workspace", metavar="WORKSPACE")
+    command("list", "List workspaces.")
+
+    ex = command("exec", "Run ARGV in the workspace; stdout/stderr are passed through byte for byte and the "
+                         "exit code is the command's.", json_flag=False)
+    ex.add_argument("workspace", metavar="WORKSPACE")
+    ex.add_argument("--user", "-u", default="", help="user to run as (default: the workspace's remote user)")
+    ex.add_argument("--workdir", "-w", default="", help="working directory (default: the workspace folder)")
+    ex.add_argument("--env", "-e", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                    help="environment variable, repeatable")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+
+    logs = command("logs", "Print what the workspace's workload wrote (running or stopped).", json_flag=False)
+    logs.add_argument("workspace", metavar="WORKSPACE")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.home is not None:
+        os.environ["DEVSY_HOME"] = str(args.home)  # one source of truth for this process and its helpers
+    as_json = getattr(args, "json", False)
+    try:
+        return commands.dispatch(args)
+    except DevsyError as exc:
+        return emit_error(args.command, as_json, exc)
+    except KeyboardInterrupt:
+        return emit_error(args.command, as_json, Cancelled("interrupted", hint="rerun the command; anything it had created was removed"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

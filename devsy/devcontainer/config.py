@@ -1,0 +1,271 @@
+"""devcontainer.json located, parsed, substituted and validated into a typed DevContainerConfig."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devsy.devcontainer.jsonc import json_type_name, load_jsonc
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand, parse_lifecycle_command
+from devsy.devcontainer.mounts import parse_mount
+from devsy.devcontainer.variables import SubstitutionContext, substitute
+from devsy.driver.base import HostRequirements, Mount
+from devsy.errors import ConfigError
+
+CONFIG_LOCATIONS = (Path(".devcontainer") / "devcontainer.json", Path(".devcontainer.json"))
+# Keys that change what a devcontainer is; ignoring them would silently build the wrong environment.
+_UNSUPPORTED = {
+    "dockerComposeFile": "Docker Compose configurations are not supported yet; use \"image\" or \"build\" instead.",
+    "features": "Dev Container Features are not supported yet; install the tools in your Dockerfile instead.",
+}
+_SIZE = re.compile(r"^(\d+)\s*([kmgt]b?)?$", re.IGNORECASE)
+_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """A Dockerfile build; paths are absolute, resolved against the devcontainer.json's folder."""
+
+    dockerfile: Path
+    context: Path
+    args: dict[str, str] = field(default_factory=dict)
+    target: str | None = None
+
+
+@dataclass
+class DevContainerConfig:
+    """A validated devcontainer.json with every variable the host can know substituted."""
+
+    path: Path | None
+    workspace_folder: str
+    name: str | None = None
+    image: str | None = None
+    build: BuildConfig | None = None
+    remote_user: str | None = None
+    container_user: str | None = None
+    container_env: dict[str, str] = field(default_factory=dict)
+    remote_env: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    workspace_mount: Mount | None = None  # None: the runner's default bind of the workspace folder
+    override_command: bool = True
+    host_requirements: HostRequirements = field(default_factory=HostRequirements)
+    on_create_command: LifecycleCommand | None = None
+    post_create_command: LifecycleCommand | None = None
+    post_start_command: LifecycleCommand | None = None
+
+
+def find_config(folder: Path) -> Path | None:
+    """The devcontainer.json of `folder` in spec order (.devcontainer/devcontainer.json first), or None."""
+    for relative in CONFIG_LOCATIONS:
+        candidate = folder / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def default_workspace_folder(workspace_basename: str) -> str:
+    return f"/workspaces/{workspace_basename}"
+
+
+def image_only_config(image: str, workspace_basename: str) -> DevContainerConfig:
+    """The config for a bare image source, with spec defaults for everything else."""
+    return DevContainerConfig(path=None, image=image, workspace_folder=default_workspace_folder(workspace_basename))
+
+
+def load_config(
+    local_folder: Path,
+    *,
+    config_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    devcontainer_id: str | None = None,
+) -> DevContainerConfig:
+    """Find, parse, substitute and validate the devcontainer.json of `local_folder` (or `config_path`).
+
+    `env` backs ${localEnv:...} (default: this process's environment); `devcontainer_id` backs ${devcontainerId}
+    (default: a hash of the folder and config path, stable across rebuilds).
+    """
+    local_folder = local_folder.resolve()
+    path = config_path.resolve() if config_path is not None else find_config(local_folder)
+    if path is None:
+        raise ConfigError(
+            f"no devcontainer.json in {local_folder}",
+            hint="Create .devcontainer/devcontainer.json (or .devcontainer.json), or start from an image instead.",
+        )
+    raw = load_jsonc(path)
+    for key, hint in _UNSUPPORTED.items():
+        # An empty "features": {} asks for nothing; templates ship it, so it is not worth refusing.
+        if key in raw and raw[key] not in ({}, None):
+            raise ConfigError(f'{path}: "{key}" is not supported yet', hint=hint)
+    ctx = SubstitutionContext(
+        local_workspace_folder=str(local_folder),
+        env=os.environ if env is None else env,
+        devcontainer_id=devcontainer_id or _default_devcontainer_id(local_folder, path),
+    )
+    # containerWorkspaceFolder is defined by workspaceFolder, so that one key is resolved with local variables first.
+    workspace_folder = substitute(_opt_str(raw, "workspaceFolder", path), ctx) or default_workspace_folder(
+        local_folder.name
+    )
+    if not workspace_folder.startswith("/"):
+        raise ConfigError(
+            f'{path}: "workspaceFolder" must be an absolute path in the container',
+            hint='Start it with "/", e.g. "/workspaces/${localWorkspaceFolderBasename}".',
+        )
+    values = substitute(raw, ctx.with_container_workspace_folder(workspace_folder))
+    return _build_config(values, path, workspace_folder)
+
+
+def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> DevContainerConfig:
+    image = _opt_str(raw, "image", path)
+    build = _build_section(raw, path)
+    if image and build:
+        raise ConfigError(f'{path}: both "image" and "build" are set', hint='Keep one: "image" or "build".')
+    if not image and not build:
+        raise ConfigError(
+            f'{path}: neither "image" nor "build" is set',
+            hint='Add "image": "<name>" or "build": {"dockerfile": "Dockerfile"}.',
+        )
+    workspace_mount = raw.get("workspaceMount")
+    return DevContainerConfig(
+        path=path,
+        workspace_folder=workspace_folder,
+        name=_opt_str(raw, "name", path),
+        image=image,
+        build=build,
+        remote_user=_opt_str(raw, "remoteUser", path),
+        container_user=_opt_str(raw, "containerUser", path),
+        container_env=_str_map(raw, "containerEnv", path),
+        remote_env=_str_map(raw, "remoteEnv", path),
+        mounts=[parse_mount(item, f"{path}: mounts[{i}]") for i, item in enumerate(_opt_list(raw, "mounts", path))],
+        workspace_mount=parse_mount(workspace_mount, f"{path}: workspaceMount") if workspace_mount else None,
+        override_command=_opt_bool(raw, "overrideCommand", path, default=True),
+        host_requirements=_host_requirements(raw, path),
+        on_create_command=parse_lifecycle_command("onCreateCommand", raw.get("onCreateCommand"), where=str(path)),
+        post_create_command=parse_lifecycle_command("postCreateCommand", raw.get("postCreateCommand"), where=str(path)),
+        post_start_command=parse_lifecycle_command("postStartCommand", raw.get("postStartCommand"), where=str(path)),
+    )
+
+
+def _build_section(raw: dict[str, Any], path: Path) -> BuildConfig | None:
+    if "dockerFile" not in raw and "build" not in raw:
+        return None
+    section = _opt_dict(raw, "build", path)
+    # The legacy top-level "dockerFile"/"context" win over build.*, as in the devcontainers CLI.
+    if "dockerFile" in raw:
+        dockerfile_key, dockerfile = "dockerFile", _opt_str(raw, "dockerFile", path)
+        context_key, context = "context", _opt_str(raw, "context", path)
+    else:
+        dockerfile_key, dockerfile = "build.dockerfile", _opt_str(section, "dockerfile", path, "build.")
+        context_key, context = "build.context", _opt_str(section, "context", path, "build.")
+    if not dockerfile:
+        raise ConfigError(
+            f'{path}: "{dockerfile_key}" is missing',
+            hint='Name the Dockerfile relative to devcontainer.json, e.g. "build": {"dockerfile": "Dockerfile"}.',
+        )
+    base = path.parent
+    dockerfile_path = (base / dockerfile).resolve()
+    if not dockerfile_path.is_file():
+        raise ConfigError(
+            f'{path}: "{dockerfile_key}" points at {dockerfile_path}, which is not a file',
+            hint=f"Paths are relative to {base}; fix the path or create the Dockerfile.",
+        )
+    # Without a context the build runs in the Dockerfile's folder (devcontainers CLI behaviour).
+    context_path = (base / context).resolve() if context else dockerfile_path.parent
+    if not context_path.is_dir():
+        raise ConfigError(
+            f'{path}: "{context_key}" points at {context_path}, which is not a folder',
+            hint=f"Paths are relative to {base}; fix the build context path.",
+        )
+    return BuildConfig(
+        dockerfile=dockerfile_path,
+        context=context_path,
+        args=_str_map(section, "args", path, "build."),
+        target=_opt_str(section, "target", path, "build.") or None,
+    )
+
+
+def _host_requirements(raw: dict[str, Any], path: Path) -> HostRequirements:
+    section = _opt_dict(raw, "hostRequirements", path)
+    cpus = section.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
+        raise ConfigError(
+            f'{path}: "hostRequirements.cpus" must be a whole number of at least 1',
+            hint='Write it as a number, e.g. "cpus": 2.',
+        )
+    return HostRequirements(
+        cpus=cpus,
+        memory_bytes=_size(section, "memory", path),
+        storage_bytes=_size(section, "storage", path),
+    )
+
+
+def _size(section: dict[str, Any], key: str, path: Path) -> int | None:
+    value = section.get(key)
+    if value is None:
+        return None
+    match = _SIZE.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigError(
+            f'{path}: "hostRequirements.{key}" must be a size such as "4gb" or "512mb"',
+            hint="Use a whole number with an optional kb, mb, gb or tb suffix (units of 1024).",
+        )
+    unit = match.group(2)
+    return int(match.group(1)) * (_UNITS[unit[0].lower()] if unit else 1)
+
+
+def _default_devcontainer_id(local_folder: Path, config_path: Path) -> str:
+    # Same shape as the devcontainers CLI's id (52 base32 characters of a sha256), stable for one folder + config.
+    digest = hashlib.sha256(f"{local_folder}\0{config_path}".encode()).digest()
+    return base64.b32encode(digest).decode().rstrip("=").lower()
+
+
+def _type_error(path: Path, key: str, expected: str, value: object) -> ConfigError:
+    # Only the type is named: values (env, args) may be secrets.
+    return ConfigError(
+        f'{path}: "{key}" must be {expected}, got {json_type_name(value)}',
+        hint=f'Change "{key}" to {expected}, or remove it.',
+    )
+
+
+def _opt_str(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> str | None:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _type_error(path, prefix + key, "a string", value)
+    return value
+
+
+def _opt_bool(raw: dict[str, Any], key: str, path: Path, *, default: bool) -> bool:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _type_error(path, key, "true or false", value)
+    return value
+
+
+def _opt_list(raw: dict[str, Any], key: str, path: Path) -> list[Any]:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, list):
+        raise _type_error(path, key, "an array", value)
+    return value or []
+
+
+def _opt_dict(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> dict[str, Any]:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise _type_error(path, prefix + key, "an object", value)
+    return value or {}
+
+
+def _str_map(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> dict[str, str]:
+    section = _opt_dict(raw, key, path, prefix)
+    for name, value in section.items():
+        if not isinstance(value, str):
+            # remoteEnv allows null ("unset") in the spec; devsy has no unset yet, so it is refused, not dropped.
+            raise _type_error(path, f"{prefix}{key}.{name}", "a string", value)
+    return dict(section)

@@ -1,0 +1,74 @@
+"""Running devcontainer lifecycle commands (onCreateCommand, postCreateCommand, postStartCommand) in the guest."""
+
+from __future__ import annotations
+
+import io
+from collections import deque
+from typing import BinaryIO
+
+from devsy.devcontainer.config import DevContainerConfig
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.driver.base import Driver, ExecRequest
+from devsy.errors import CommandFailed
+from devsy.progress import Progress
+
+_TAIL_BYTES = 2048
+
+
+class _Tee(io.RawIOBase):
+    """Shows a command's output as progress while keeping its last bytes for the error message."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._tail: deque[bytes] = deque()
+        self._size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self._progress.raw(bytes(data))
+        self._tail.append(bytes(data))
+        self._size += len(data)
+        while self._size - len(self._tail[0]) >= _TAIL_BYTES:
+            self._size -= len(self._tail.popleft())
+        return len(data)
+
+    def tail(self) -> str:
+        return b"".join(self._tail)[-_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleCommand | None, *, user: str,
+                          workdir: str, env: dict[str, str], progress: Progress) -> None:
+    if command is None:
+        return
+    for label, argv in command.argvs():
+        tee = _Tee(progress)
+        with progress.step(f"running {label}"):
+            result = driver.exec(workspace_id, ExecRequest(argv=argv, stdout=_as_binary(tee), stderr=_as_binary(tee),
+                                                           user=user, workdir=workdir, env=env))
+        if result.exit_code != 0:
+            raise CommandFailed(
+                f"{label} failed with exit code {result.exit_code} in workspace {workspace_id}; "
+                f"its output ended with:\n{tee.tail()}",
+                hint=f"fix {command.name} in devcontainer.json, then run `devsy up {workspace_id}` again",
+            )
+
+
+def _as_binary(raw: io.RawIOBase) -> BinaryIO:
+    return raw  # type: ignore[return-value]  # RawIOBase has the write/flush the driver uses
+
+
+def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
+                     progress: Progress) -> None:
+    """The once-per-instance commands, then the per-start one."""
+    for command in (config.on_create_command, config.post_create_command):
+        run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
+                              env=config.remote_env, progress=progress)
+    run_start_hooks(driver, workspace_id, config, user=user, progress=progress)
+
+
+def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
+                    progress: Progress) -> None:
+    run_lifecycle_command(driver, workspace_id, config.post_start_command, user=user,
+                          workdir=config.workspace_folder, env=config.remote_env, progress=progress)

@@ -1,0 +1,40 @@
+"""What a workspace's source means for the instance: its folder on the host, its config, its mount and owner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from devsy.devcontainer.config import DevContainerConfig, image_only_config, load_config
+from devsy.driver.base import Mount, MountType
+from devsy.driver.reuse import mount_policy
+from devsy.workspace.paths import WorkspacePaths
+from devsy.workspace.source import Source
+
+
+def host_folder(source: Source, paths: WorkspacePaths) -> Path:
+    """The host folder bound into the instance: the user's own folder, or the content folder devsy manages."""
+    return Path(source.value) if source.kind == "local" else paths.content
+
+
+def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: str) -> DevContainerConfig:
+    if source.kind == "image":
+        return image_only_config(source.value, workspace_id)
+    return load_config(host_folder(source, paths), devcontainer_id=workspace_id)
+
+
+@dataclass(frozen=True)
+class WorkspaceMount:
+    mount: Mount
+    policy: str
+
+
+def workspace_mount(config: DevContainerConfig, folder: Path, owner: str) -> WorkspaceMount:
+    mount = config.workspace_mount or Mount(type=MountType.BIND, target=config.workspace_folder, source=str(folder))
+    return WorkspaceMount(mount=mount, policy=mount_policy(target=mount.target, read_only=mount.read_only,
+                                                           owner=owner))
+
+
+def remote_user(config: DevContainerConfig, fallback: str) -> str:
+    """remoteUser, else containerUser, else `fallback` (the recorded owner, or the image's user), else root."""
+    return config.remote_user or config.container_user or fallback or "root"

@@ -1,0 +1,114 @@
+"""The commands on an existing workspace: status, list, start, stop, delete, exec, logs."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from devsy.devcontainer.hooks import run_start_hooks
+from devsy.devcontainer.workspace_config import load_workspace_config
+from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
+from devsy.driver.registry import make_driver
+from devsy.errors import WorkspaceNotFound
+from devsy.progress import Progress
+from devsy.ssh.config_entry import remove_ssh_entry
+from devsy.workspace.content import remove_content
+from devsy.workspace.ids import validate_workspace_id
+from devsy.workspace.lock import workspace_lock
+from devsy.workspace.paths import WorkspacePaths, workspace_paths
+from devsy.workspace.record import WorkspaceRecord, delete_record, list_records, load_record
+
+
+@dataclass
+class WorkspaceState:
+    record: WorkspaceRecord
+    instance: ContainerDetails | None
+
+    @property
+    def status(self) -> str:
+        if self.instance is None:
+            return "absent"
+        return self.instance.status.value
+
+
+@dataclass
+class OpenWorkspace:
+    paths: WorkspacePaths
+    record: WorkspaceRecord
+    driver: Driver
+
+
+def open_workspace(home: Path, raw_id: str) -> OpenWorkspace:
+    workspace_id = validate_workspace_id(raw_id)
+    paths = workspace_paths(home, workspace_id)
+    record = load_record(paths)
+    if record is None:
+        raise WorkspaceNotFound(f"workspace {workspace_id} does not exist",
+                                hint="list workspaces with `devsy list`, or create it with `devsy up`")
+    return OpenWorkspace(paths=paths, record=record, driver=make_driver(record.provider, record.provider_options))
+
+
+@contextlib.contextmanager
+def _locked(home: Path, raw_id: str, command: str) -> Iterator[OpenWorkspace]:
+    workspace_id = validate_workspace_id(raw_id)
+    with workspace_lock(workspace_paths(home, workspace_id), command=f"devsy {command} {workspace_id}"):
+        yield open_workspace(home, workspace_id)
+
+
+def status(home: Path, raw_id: str) -> WorkspaceState:
+    ws = open_workspace(home, raw_id)
+    return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
+
+
+def list_workspaces(home: Path) -> list[WorkspaceRecord]:
+    return list_records(home)
+
+
+def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
+    with _locked(home, raw_id, "start") as ws:
+        found = ws.driver.find(ws.record.id)
+        if found is None or not found.running:
+            with progress.step(f"starting workspace {ws.record.id}"):
+                ws.driver.start(ws.record.id)
+            config = load_workspace_config(ws.record.source, ws.paths, ws.record.id)
+            run_start_hooks(ws.driver, ws.record.id, config, user=ws.record.remote_user, progress=progress)
+        return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
+
+
+def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
+    with _locked(home, raw_id, "stop") as ws:
+        found = ws.driver.find(ws.record.id)
+        if found is not None and found.running:
+            with progress.step(f"stopping workspace {ws.record.id}"):
+                ws.driver.stop(ws.record.id)
+        return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
+
+
+def delete(home: Path, raw_id: str, progress: Progress) -> str:
+    """Remove the instance, the SSH entry, managed content and the record; a local source folder is never touched."""
+    with _locked(home, raw_id, "delete") as ws:
+        with progress.step(f"deleting workspace {ws.record.id}"):
+            ws.driver.delete(ws.record.id)
+            remove_ssh_entry(ws.record)
+            remove_content(ws.paths.content)
+            delete_record(ws.paths)
+            shutil.rmtree(ws.paths.root, ignore_errors=True)  # only devsy's own files live here
+        return ws.record.id
+
+
+def exec_command(home: Path, raw_id: str, request: ExecRequest) -> ExecResult:
+    ws = open_workspace(home, raw_id)
+    if not request.user:
+        request.user = ws.record.remote_user
+    if not request.workdir:
+        request.workdir = ws.record.workspace_folder
+    return ws.driver.exec(ws.record.id, request)
+
+
+def logs(home: Path, raw_id: str, out: BinaryIO) -> None:
+    ws = open_workspace(home, raw_id)
+    ws.driver.logs(ws.record.id, out)

@@ -1,0 +1,191 @@
+"""The Driver seam: the one interface between the runner and every backend.
+
+Built-in drivers (Docker, MicroSandbox) and the external-provider adapter all implement `Driver`. The types here
+mirror Runtime Protocol v1 (shared/PROTOCOL.md) so that serving a driver over the protocol is a thin translation.
+
+Lifecycle semantics (all drivers): `find` returns None for plain absence; `start` on a running instance and `stop`
+on a stopped one succeed; `delete` of a missing instance succeeds; `start` of a missing one raises NotFound;
+`run` on an existing instance raises AlreadyExists.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+from collections.abc import Callable
+from typing import BinaryIO, Protocol, runtime_checkable
+
+# Label namespace every devsy-created backend object carries.
+LABEL_MANAGED = "dev.devsy.managed"
+LABEL_WORKSPACE = "dev.devsy.workspace"
+LABEL_WORKSPACE_UID = "dev.devsy.workspace-uid"
+LABEL_REMOTE_USER = "dev.devsy.remote-user"
+LABEL_MOUNT_POLICY = "dev.devsy.mount-policy"
+LABEL_CREATED_HOOKS = "dev.devsy.on-create-done"
+
+
+class MountType(str, Enum):
+    BIND = "bind"
+    VOLUME = "volume"
+    TMPFS = "tmpfs"
+
+
+class InstanceStatus(str, Enum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount. `source` may be a secret (a host path or volume name): never log it."""
+
+    type: MountType
+    target: str
+    source: str = ""
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class HostRequirements:
+    cpus: int | None = None
+    memory_bytes: int | None = None
+    storage_bytes: int | None = None
+
+
+@dataclass
+class RunOptions:
+    """Everything needed to create an instance. `env` values are secrets: never log them."""
+
+    image: str
+    user: str = ""
+    remote_user: str = ""
+    entrypoint: list[str] | None = None
+    cmd: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    workspace_mount: Mount | None = None
+    mounts: list[Mount] = field(default_factory=list)
+    host_requirements: HostRequirements = field(default_factory=HostRequirements)
+    image_built_locally: bool = False
+    allow_recreate: bool = False
+
+
+@dataclass(frozen=True)
+class InstanceMount:
+    type: str
+    source: str
+    destination: str
+
+
+@dataclass
+class ContainerDetails:
+    id: str
+    created_at: str
+    status: InstanceStatus
+    labels: dict[str, str] = field(default_factory=dict)
+    mounts: list[InstanceMount] = field(default_factory=list)
+    user: str = ""
+    working_dir: str = ""
+    started_at: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.status is InstanceStatus.RUNNING
+
+
+class CancelToken:
+    """A cancellation flag that can also notify: `on_cancel` callbacks run (once) in the thread that cancels."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def is_cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Register `callback`; it runs now if already cancelled. Returns a function that unregisters it."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._discard(callback)
+        callback()
+        return lambda: None
+
+    def _discard(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+@dataclass
+class ExecRequest:
+    """A command in the instance. Streams carry raw bytes; `cancel` set from any thread kills the command's tree.
+
+    `stdin` is read until EOF (None = empty input). `close_stdin` says the driver owns stdin and should close it on
+    cancellation so a blocked reader ends; a caller-owned stream is never closed.
+    """
+
+    argv: list[str]
+    stdout: BinaryIO
+    stderr: BinaryIO
+    stdin: BinaryIO | None = None
+    user: str = ""
+    workdir: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    cancel: CancelToken = field(default_factory=CancelToken)
+    owns_stdin: bool = False
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    signal: str = ""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    mount_types: tuple[MountType, ...] = (MountType.BIND, MountType.VOLUME, MountType.TMPFS)
+    logs: bool = True
+    reuse_preflight: bool = True
+
+
+@runtime_checkable
+class Driver(Protocol):
+    """A backend. Every method is bounded and raises a subclass of devsy.errors.DriverError on failure."""
+
+    name: str
+
+    def capabilities(self) -> Capabilities: ...
+
+    def find(self, workspace_id: str) -> ContainerDetails | None: ...
+
+    def run(self, workspace_id: str, options: RunOptions) -> ContainerDetails: ...
+
+    def start(self, workspace_id: str) -> None: ...
+
+    def stop(self, workspace_id: str) -> None: ...
+
+    def delete(self, workspace_id: str) -> None: ...
+
+    def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult: ...
+
+    def logs(self, workspace_id: str, out: BinaryIO) -> None: ...
+
+    def target_architecture(self, workspace_id: str) -> str: ...
+
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None: ...

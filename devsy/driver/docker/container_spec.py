@@ -1,0 +1,90 @@
+"""Turning RunOptions into the keyword arguments of `containers.create`, and a container back into ContainerDetails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker.types
+
+from devsy.driver.base import (
+    LABEL_MANAGED,
+    LABEL_WORKSPACE,
+    ContainerDetails,
+    InstanceMount,
+    InstanceStatus,
+    Mount,
+    MountType,
+    RunOptions,
+)
+from devsy.driver.docker.options import DockerOptions
+
+def container_name(workspace_id: str) -> str:
+    return f"devsy-{workspace_id}"
+
+
+def owned_labels(workspace_id: str, extra: dict[str, str]) -> dict[str, str]:
+    return {**extra, LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id}
+
+
+def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOptions) -> dict[str, Any]:
+    """Keyword arguments for `client.containers.create` (env values stay inside; never log this dict)."""
+    mounts: list[docker.types.Mount] = []
+    tmpfs: dict[str, str] = {}
+    for mount in ([options.workspace_mount] if options.workspace_mount else []) + list(options.mounts):
+        if mount.type is MountType.TMPFS:
+            tmpfs[mount.target] = "ro" if mount.read_only else ""
+        else:
+            mounts.append(_docker_mount(mount))
+    kwargs: dict[str, Any] = {
+        "image": options.image,
+        "name": container_name(workspace_id),
+        "labels": owned_labels(workspace_id, options.labels),
+        "environment": dict(options.env),
+        "mounts": mounts,
+        "tmpfs": tmpfs or None,
+        "user": options.user or None,
+        "detach": True,
+        "stdin_open": False,
+        "tty": False,
+    }
+    if options.entrypoint is not None:
+        kwargs["entrypoint"] = options.entrypoint
+    if options.cmd is not None:
+        kwargs["command"] = options.cmd
+    if provider.network_mode != "default":
+        kwargs["network_mode"] = provider.network_mode
+    req = options.host_requirements
+    if req.cpus:
+        kwargs["nano_cpus"] = req.cpus * 1_000_000_000
+    if req.memory_bytes:
+        kwargs["mem_limit"] = req.memory_bytes
+    return kwargs
+
+
+def _docker_mount(mount: Mount) -> docker.types.Mount:
+    return docker.types.Mount(
+        target=mount.target,
+        source=mount.source,
+        type="bind" if mount.type is MountType.BIND else "volume",
+        read_only=mount.read_only,
+    )
+
+
+def details(container: Any) -> ContainerDetails:
+    attrs = container.attrs
+    state = attrs.get("State", {})
+    config = attrs.get("Config", {}) or {}
+    return ContainerDetails(
+        id=container.id,
+        created_at=attrs.get("Created", ""),
+        status=InstanceStatus.RUNNING if state.get("Running") else InstanceStatus.STOPPED,
+        labels=dict(config.get("Labels") or {}),
+        mounts=[
+            InstanceMount(type=m.get("Type", ""), source=m.get("Source", "") or m.get("Name", ""),
+                          destination=m.get("Destination", ""))
+            for m in attrs.get("Mounts", []) or []
+        ],
+        user=config.get("User", "") or "",
+        working_dir=config.get("WorkingDir", "") or "",
+        started_at=state.get("StartedAt", "") or "",
+    )

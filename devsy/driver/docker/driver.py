@@ -1,0 +1,245 @@
+"""The built-in Docker driver: one long-lived container per workspace, found by its devsy labels."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, BinaryIO
+
+import docker
+import docker.errors
+
+from devsy.driver.base import (
+    LABEL_MANAGED,
+    LABEL_MOUNT_POLICY,
+    LABEL_REMOTE_USER,
+    LABEL_WORKSPACE,
+    Capabilities,
+    ContainerDetails,
+    ExecRequest,
+    ExecResult,
+    MountType,
+    RunOptions,
+)
+from devsy.driver.docker import container_spec, process_tree
+from devsy.driver.docker.engine import connect, engine_errors
+from devsy.driver.docker.exec_stream import AttachedExec, StdinCopier, pump_output, raise_copy_error
+from devsy.driver.docker.options import DockerOptions
+from devsy.driver.reuse import check_reuse
+from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
+
+# How long a cancelled command's output may keep flowing after its tree was killed before we cut the connection.
+_CANCEL_DRAIN_S = 5.0
+_KILL_TIMEOUT_S = 10.0
+
+
+class DockerDriver:
+    name = "docker"
+
+    def __init__(self, options: DockerOptions | None = None, client: docker.DockerClient | None = None) -> None:
+        self.options = options or DockerOptions()
+        self._client = client
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
+                            reuse_preflight=True)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+    def find(self, workspace_id: str) -> ContainerDetails | None:
+        container = self._find_container(workspace_id)
+        return container_spec.details(container) if container is not None else None
+
+    def _find_container(self, workspace_id: str) -> Any | None:
+        with engine_errors(f"finding the container of workspace {workspace_id}"):
+            found = self.client.containers.list(
+                all=True, filters={"label": [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={workspace_id}"]}
+            )
+        if len(found) > 1:
+            raise DriverError(
+                f"workspace {workspace_id} has {len(found)} containers",
+                hint=f"remove the extra ones (docker ps -a --filter label={LABEL_WORKSPACE}={workspace_id}) "
+                f"or run `devsy delete {workspace_id}`",
+            )
+        return found[0] if found else None
+
+    def _require(self, workspace_id: str) -> Any:
+        container = self._find_container(workspace_id)
+        if container is None:
+            raise NotFound(f"workspace {workspace_id} has no container",
+                           hint=f"run `devsy up` to create it, or `devsy delete {workspace_id}` to forget it")
+        return container
+
+    def run(self, workspace_id: str, options: RunOptions) -> ContainerDetails:
+        """Create and start the container. On failure, removes whatever this call created (volumes included)."""
+        existing = self._find_container(workspace_id)
+        if existing is not None and not options.allow_recreate:
+            raise AlreadyExists(f"workspace {workspace_id} already has a container",
+                                hint="use `devsy up --recreate` to replace it")
+        self._require_image(options.image)
+        kwargs = container_spec.create_kwargs(workspace_id, options, self.options)
+        created_volumes: list[Any] = []
+        try:
+            created_volumes = self._ensure_volumes(workspace_id, options)
+            if existing is not None:
+                # Replacement: the whole configuration was validated above; only now is the old instance removed.
+                self._remove_container(existing)
+            with engine_errors(f"creating the container of workspace {workspace_id}"):
+                container = self.client.containers.create(**kwargs)
+            try:
+                with engine_errors(f"starting the container of workspace {workspace_id}"):
+                    container.start()
+                    container.reload()
+            except BaseException:
+                self._remove_container(container)
+                raise
+        except BaseException:
+            for volume in created_volumes:
+                with contextlib.suppress(Exception):
+                    volume.remove(force=True)
+            raise
+        return container_spec.details(container)
+
+    def _require_image(self, image: str) -> None:
+        with engine_errors(f"looking up image {image}"):
+            try:
+                self.client.images.get(image)
+                return
+            except docker.errors.ImageNotFound:
+                pass
+        try:
+            with engine_errors(f"pulling image {image}"):
+                self.client.images.pull(image)
+        except DriverError as exc:
+            raise ImageError(
+                f"image {image} is not available locally and pulling it failed: {exc.message}",
+                hint="check the image name, build the image locally (docker build), or make its registry reachable",
+            ) from exc
+
+    def _ensure_volumes(self, workspace_id: str, options: RunOptions) -> list[Any]:
+        created = []
+        for mount in options.mounts:
+            if mount.type is not MountType.VOLUME or not mount.source:
+                continue
+            with engine_errors(f"creating a volume for {mount.target}"):
+                try:
+                    self.client.volumes.get(mount.source)
+                except docker.errors.NotFound:
+                    created.append(self.client.volumes.create(
+                        name=mount.source, labels=container_spec.owned_labels(workspace_id, {})))
+        return created
+
+    def start(self, workspace_id: str) -> None:
+        container = self._require(workspace_id)
+        with engine_errors(f"starting workspace {workspace_id}"):
+            container.start()
+
+    def stop(self, workspace_id: str) -> None:
+        container = self._require(workspace_id)
+        with engine_errors(f"stopping workspace {workspace_id}"):
+            container.stop(timeout=self.options.stop_timeout)
+
+    def delete(self, workspace_id: str) -> None:
+        """Remove the container and the volumes devsy created for this workspace; a missing one is not an error."""
+        container = self._find_container(workspace_id)
+        if container is not None:
+            self._remove_container(container)
+        with engine_errors(f"removing the volumes of workspace {workspace_id}"):
+            volumes = self.client.volumes.list(
+                filters={"label": [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={workspace_id}"]})
+            for volume in volumes:
+                with contextlib.suppress(docker.errors.NotFound):
+                    volume.remove(force=True)
+
+    def _remove_container(self, container: Any) -> None:
+        with engine_errors("removing a container"):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
+        container = self._require(workspace_id)
+        labels = container_spec.details(container).labels
+        check_reuse(workspace_id, labels.get(LABEL_REMOTE_USER, ""), labels.get(LABEL_MOUNT_POLICY, ""),
+                    remote_user, mount_policy)
+
+    # -- commands ------------------------------------------------------------------------------------------------
+    def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:
+        container = self._require(workspace_id)
+        if not container.attrs.get("State", {}).get("Running"):
+            raise DriverError(f"workspace {workspace_id} is stopped", hint=f"run `devsy start {workspace_id}` first")
+        token = process_tree.new_token()
+        api = self.client.api
+        with engine_errors(f"starting a command in workspace {workspace_id}"):
+            exec_id = api.exec_create(
+                container.id, process_tree.wrap(request.argv, token), stdin=True, stdout=True, stderr=True,
+                user=request.user or "", workdir=request.workdir or None,
+                environment=[f"{k}={v}" for k, v in request.env.items()] or None,
+            )["Id"]
+            attached = AttachedExec(api, exec_id)
+        copier = StdinCopier(request, attached)
+        wake = threading.Event()  # set on cancellation or when the output has ended
+        finished = threading.Event()
+        unsubscribe = request.cancel.on_cancel(wake.set)
+        canceller = threading.Thread(target=self._cancel_when_asked, name="devsy-exec-cancel", daemon=True,
+                                     args=(container.id, token, request, attached, copier, wake, finished))
+        copier.start()
+        canceller.start()
+        try:
+            pump_output(attached, request.stdout, request.stderr)
+        except BrokenPipeError:
+            request.cancel.cancel()  # nobody reads our output any more: end the command instead of hanging it
+        finally:
+            unsubscribe()
+            finished.set()
+            wake.set()
+            copier.stop()
+            attached.close()
+            canceller.join(timeout=_KILL_TIMEOUT_S + _CANCEL_DRAIN_S)
+            copier.join(timeout=_KILL_TIMEOUT_S)
+        raise_copy_error(copier)
+        return ExecResult(exit_code=self._exit_code(exec_id, cancelled=request.cancel.is_cancelled()))
+
+    def _cancel_when_asked(self, container_id: str, token: str, request: ExecRequest, attached: AttachedExec,
+                           copier: StdinCopier, wake: threading.Event, finished: threading.Event) -> None:
+        wake.wait()
+        if finished.is_set() or not request.cancel.is_cancelled():
+            return
+        copier.stop()
+        self.kill_tree(container_id, token)
+        # The killed tree closes its end; if output is still pending past the drain time, cut the connection.
+        if not finished.wait(_CANCEL_DRAIN_S):
+            attached.close()
+
+    def kill_tree(self, container_id: str, token: str) -> None:
+        api = self.client.api
+        with engine_errors("stopping a cancelled command"):
+            kill_id = api.exec_create(container_id, process_tree.kill_tree_argv(token), user="0")["Id"]
+            api.exec_start(kill_id)
+
+    def _exit_code(self, exec_id: str, *, cancelled: bool) -> int:
+        with engine_errors("reading a command's exit status"):
+            info = self.client.api.exec_inspect(exec_id)
+        code = info.get("ExitCode")
+        if info.get("Running") or code is None:
+            if cancelled:
+                return 130
+            raise DriverError("the command's output ended but the engine reports no exit status",
+                              hint="retry; if it persists, check the Docker daemon's log")
+        return int(code)
+
+    def logs(self, workspace_id: str, out: BinaryIO) -> None:
+        container = self._require(workspace_id)
+        with engine_errors(f"reading the logs of workspace {workspace_id}"):
+            for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=False):
+                out.write(chunk)
+        out.flush()
+
+    def target_architecture(self, workspace_id: str) -> str:
+        with engine_errors("reading the engine's architecture"):
+            arch = self.client.info().get("Architecture", "")
+        return {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(arch, arch)

@@ -1,0 +1,112 @@
+"""Shared fixtures for tests that drive the real `devsy` CLI against the real Docker engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+DEVSY = [sys.executable, "-m", "devsy"]
+# Every container a test creates gets host networking: these machines' engine runs without a bridge.
+HOST_NET = ["--provider-option", "NETWORK_MODE=host"]
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode() + self.stderr.decode()
+
+
+@dataclass
+class DevsyCli:
+    """Runs the real CLI in a subprocess with its own DEVSY_HOME and ssh config file."""
+
+    home: Path
+    ssh_config: Path
+    env: dict[str, str] = field(default_factory=dict)
+    created: set[str] = field(default_factory=set)
+
+    def run(self, *args: str, input: bytes | None = None, timeout: float = 180, extra_env: dict | None = None,
+            ) -> CliResult:
+        env = {**os.environ, "DEVSY_HOME": str(self.home), "DEVSY_SSH_CONFIG": str(self.ssh_config), **self.env,
+               **(extra_env or {})}
+        proc = subprocess.run([*DEVSY, *args], input=input if input is not None else b"", capture_output=True,
+                              env=env, timeout=timeout)
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def up(self, source: str | Path, *args: str, ok: bool = True, **kw) -> CliResult:
+        result = self.run("up", str(source), *args, "--json", **kw)
+        if "--id" in args:
+            self.created.add(args[args.index("--id") + 1])
+        if ok:
+            assert result.returncode == 0, result.text
+        return result
+
+
+@pytest.fixture(scope="session")
+def guest_image() -> str:
+    from fixtures.guest_image import ensure_guest_image
+
+    return ensure_guest_image(progress=lambda *_: None).tag
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    from devsy.driver.docker.engine import connect
+
+    return connect()
+
+
+def _remove_owned(client, workspace_id: str) -> None:
+    label = f"dev.devsy.workspace={workspace_id}"
+    for container in client.containers.list(all=True, filters={"label": label}):
+        container.remove(force=True, v=True)
+    for volume in client.volumes.list(filters={"label": label}):
+        volume.remove(force=True)
+
+
+@pytest.fixture
+def devsy(tmp_path: Path, docker_client) -> Iterator[DevsyCli]:
+    cli = DevsyCli(home=tmp_path / "home", ssh_config=tmp_path / "ssh" / "config")
+    yield cli
+    for workspace_id in cli.created:
+        _remove_owned(docker_client, workspace_id)
+
+
+@pytest.fixture
+def ws_id(devsy: DevsyCli) -> str:
+    workspace_id = f"t-{secrets.token_hex(4)}"
+    devsy.created.add(workspace_id)
+    return workspace_id
+
+
+def make_project(root: Path, config: dict | str) -> Path:
+    """A folder with .devcontainer/devcontainer.json (a dict is dumped as JSON, a str written verbatim)."""
+    (root / ".devcontainer").mkdir(parents=True, exist_ok=True)
+    text = config if isinstance(config, str) else json.dumps(config)
+    (root / ".devcontainer" / "devcontainer.json").write_text(text)
+    return root
+
+
+def containers_of(client, workspace_id: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"dev.devsy.workspace={workspace_id}"})
+
+
+def volumes_of(client, workspace_id: str) -> list:
+    return client.volumes.list(filters={"label": f"dev.devsy.workspace={workspace_id}"})
