@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The test command (README): prepare this machine, run the tests, then the parity catalogue with its gate.
+# The test command (README): prepare this machine, run the tests, then the parity catalogue and its gate.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash ci/bootstrap.sh
 # -n 2: these machines have two cores. -p no:cacheprovider: a clean clone stays clean.
 .venv/bin/python -m pytest tests -n 2 -p no:cacheprovider -q "$@"
+# The catalogue, gated: every case of the required providers must pass, and the report must cover the manifest.
+required="builtin-docker"
+DEVSY_REPORT_DIR=reports/ci bash ci/catalogue.sh --devsy-require "$required"
+.venv/bin/python -m harness validate reports/ci --require "$required"

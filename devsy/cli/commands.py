@@ -72,7 +72,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _exec(args: argparse.Namespace) -> int:
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    argv = args.argv
     if not argv:
         raise UsageError("no command given", hint="pass the command after --, e.g. `devsy exec WS -- ls -la`")
     request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,

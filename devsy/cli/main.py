@@ -65,15 +65,27 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--workdir", "-w", default="", help="working directory (default: the workspace folder)")
     ex.add_argument("--env", "-e", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                     help="environment variable, repeatable")
-    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+    ex.add_argument("argv", nargs="*", metavar="-- ARGV", help="the command; put it after -- (options before it)")
 
     logs = command("logs", "Print what the workspace's workload wrote (running or stopped).", json_flag=False)
     logs.add_argument("workspace", metavar="WORKSPACE")
     return parser
 
 
+def _split_guest_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split `devsy [opts] exec WS [opts] -- CMD...` at the first `--` so the guest command's own options and any
+    options placed after WS are never confused (argparse alone would treat everything after WS as the command)."""
+    if "exec" in argv and "--" in argv and argv.index("exec") < argv.index("--"):
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    head, guest_command = _split_guest_command(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(head)
+    if args.command == "exec":
+        args.argv = [*args.argv, *guest_command]
     if args.home is not None:
         os.environ["DEVSY_HOME"] = str(args.home)  # one source of truth for this process and its helpers
     as_json = getattr(args, "json", False)

@@ -1,0 +1,19 @@
+"""`python -m harness sweep ...` and `python -m harness validate ...`."""
+
+from __future__ import annotations
+
+import sys
+
+from harness import sweep_cli, validate
+
+
+def main(argv: list[str]) -> int:
+    commands = {"sweep": sweep_cli.main, "validate": validate.main}
+    if not argv or argv[0] not in commands:
+        print("usage: python -m harness {sweep [--run-id ID | --all-owned] | validate REPORT_DIR [--require P1,P2]}")
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

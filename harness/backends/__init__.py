@@ -1,0 +1,64 @@
+"""The harness's own view of each backend (not devsy's driver): find, inspect and remove objects by label."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+LABEL_MANAGED = "dev.devsy.managed"
+LABEL_WORKSPACE = "dev.devsy.workspace"
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot be reached to inspect or sweep it."""
+
+
+@dataclass(frozen=True)
+class BackendInstance:
+    id: str
+    name: str
+    created_at: str
+    status: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass
+class SweepOutcome:
+    removed: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+# Decides from an object's labels whether a sweep owns it.
+LabelMatch = Callable[[dict[str, str]], bool]
+
+
+class BackendInspector(Protocol):
+    backend: str
+
+    def instances(self, workspace_id: str) -> list[BackendInstance]: ...
+
+    def volumes(self, workspace_id: str) -> list[str]: ...
+
+    def instance_logs(self, workspace_id: str, lines: int = 200) -> str: ...
+
+    def remove_workspace(self, workspace_id: str) -> list[str]: ...
+
+    def sweep(self, owned: LabelMatch, keep: LabelMatch) -> SweepOutcome: ...
+
+
+def inspector_for(backend: str) -> BackendInspector:
+    """The inspector of a backend named in the provider table."""
+    if backend == "docker":
+        from harness.backends.docker import DockerInspector
+
+        return DockerInspector()
+    raise BackendUnavailable(f"the harness has no inspector for backend {backend!r} yet (harness/backends/)")
+
+
+def inspectable_backends() -> tuple[str, ...]:
+    """Backends the sweeper visits."""
+    return ("docker",)

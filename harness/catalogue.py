@@ -1,0 +1,127 @@
+"""The catalogue manifest model: suites, their cases, and which providers each case applies to.
+
+The manifest (scenarios/manifest.py by default) is the single source of case ids and result ids for the matrix,
+the report, the parity table and the validator.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.providers import BACKENDS, KINDS
+
+DEFAULT_MANIFEST = "scenarios.manifest"
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class ManifestError(ValueError):
+    """The manifest is malformed or cannot be loaded."""
+
+
+@dataclass(frozen=True)
+class Applies:
+    """Applicability of a case: the provider kinds and backends it runs on."""
+
+    kinds: tuple[str, ...] = KINDS
+    backends: tuple[str, ...] = BACKENDS
+
+    def to(self, provider_id: str) -> bool:
+        kind, _, backend = provider_id.partition("-")
+        return kind in self.kinds and backend in self.backends
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    title: str
+    applies: Applies = Applies()
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    title: str
+    cases: tuple[Case, ...]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Suites in catalogue order; ids are `suite/case` and results `suite/case[provider]`."""
+
+    suites: tuple[Suite, ...]
+    source: str = DEFAULT_MANIFEST
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for suite in self.suites:
+            for case in suite.cases:
+                for part in (suite.name, case.name):
+                    if not _ID.match(part):
+                        raise ManifestError(f"manifest id part {part!r} must match {_ID.pattern}")
+                case_id = f"{suite.name}/{case.name}"
+                if case_id in seen:
+                    raise ManifestError(f"manifest lists {case_id} twice")
+                seen.add(case_id)
+
+    def case_ids(self) -> list[str]:
+        return [f"{suite.name}/{case.name}" for suite in self.suites for case in suite.cases]
+
+    def case(self, case_id: str) -> Case | None:
+        suite_name, _, case_name = case_id.partition("/")
+        for suite in self.suites:
+            if suite.name == suite_name:
+                for case in suite.cases:
+                    if case.name == case_name:
+                        return case
+        return None
+
+    def applies(self, case_id: str, provider_id: str) -> bool:
+        case = self.case(case_id)
+        return case is not None and case.applies.to(provider_id)
+
+    def expected_results(self, provider_ids: list[str]) -> list[str]:
+        """Every result id the manifest expects for these providers, in catalogue order."""
+        return [
+            result_id(case_id, provider)
+            for case_id in self.case_ids()
+            for provider in sorted(provider_ids)
+            if self.applies(case_id, provider)
+        ]
+
+
+def result_id(case_id: str, provider_id: str) -> str:
+    return f"{case_id}[{provider_id}]"
+
+
+def split_result_id(value: str) -> tuple[str, str]:
+    """`suite/case[provider]` -> (`suite/case`, `provider`); raises ValueError when malformed."""
+    match = re.fullmatch(r"([a-z0-9-]+/[a-z0-9-]+)\[([a-z0-9-]+)\]", value)
+    if not match:
+        raise ValueError(f"{value!r} is not a result id of the form suite/case[provider]")
+    return match.group(1), match.group(2)
+
+
+def load_manifest(source: str = DEFAULT_MANIFEST) -> Manifest:
+    """Load `MANIFEST` from a module name (scenarios.manifest) or a path to a .py file."""
+    try:
+        if source.endswith(".py"):
+            path = Path(source).resolve()
+            spec = importlib.util.spec_from_file_location(f"_devsy_manifest_{abs(hash(path))}", path)
+            if spec is None or spec.loader is None:
+                raise ManifestError(f"cannot load manifest file {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(source)
+    except (ImportError, OSError, SyntaxError) as exc:
+        raise ManifestError(f"cannot load the catalogue manifest {source!r}: {exc}") from exc
+    manifest = getattr(module, "MANIFEST", None)
+    if not isinstance(manifest, Manifest):
+        raise ManifestError(f"{source!r} defines no MANIFEST of type harness.catalogue.Manifest")
+    return Manifest(suites=manifest.suites, source=source)

@@ -1,0 +1,118 @@
+"""The parity table (rows = cases, columns = providers) and the cutover verdict per backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.catalogue import Manifest, result_id
+from harness.providers import BACKENDS, CATALOGUE_PROVIDER_IDS, provider_table
+from harness.records import ERROR, FAIL, PASS, SKIP
+from harness.report import Report
+
+# Cell kinds
+C_PASS, C_FAIL, C_NOT_RUNNABLE = "pass", "fail", "not-runnable"
+C_NA, C_NOT_RUN, C_MISSING = "n.a.", "not-run", "missing"
+YES, NO, UNDECIDED = "yes", "no", "cannot be decided"
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str
+    text: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    case_id: str
+    title: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    backend: str
+    builtin: str
+    external: str
+    decision: str
+    reason: str
+
+    def sentence(self) -> str:
+        if self.decision == YES:
+            return f"{self.backend}: {self.external} may replace {self.builtin}: {self.reason}"
+        if self.decision == NO:
+            return f"{self.backend}: {self.external} may NOT replace {self.builtin}: {self.reason}"
+        return f"{self.backend}: cutover {UNDECIDED}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ParityTable:
+    providers: tuple[str, ...]
+    rows: tuple[Row, ...]
+    verdicts: tuple[Verdict, ...]
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def cell_for(report: Report, manifest: Manifest, case_id: str, provider: str) -> Cell:
+    if not manifest.applies(case_id, provider):
+        return Cell(C_NA, "n.a.", "the case does not apply to this provider")
+    record = report.results.get(result_id(case_id, provider))
+    if record is None:
+        if provider in report.requested:
+            return Cell(C_MISSING, "missing", "requested, but the run produced no result (deselected or interrupted)")
+        if provider not in provider_table():
+            return Cell(C_NOT_RUN, "not run (no harness provider)", "no provider row in harness/providers.py yet")
+        return Cell(C_NOT_RUN, "not run (not requested)", "not in --devsy-providers")
+    why = _first_line(record.reason)
+    if record.outcome == PASS:
+        return Cell(C_PASS, "pass")
+    if record.outcome == SKIP:
+        return Cell(C_NOT_RUNNABLE, f"not runnable ({why})", record.reason)
+    label = "fail" if record.outcome == FAIL else "fail (error)"
+    return Cell(C_FAIL, f"{label}: {why}" if why else label, record.reason)
+
+
+def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
+    """External may replace built-in on `backend` only when every case applicable to both passes on both."""
+    builtin, external = f"builtin-{backend}", f"external-{backend}"
+    cases = [c for c in manifest.case_ids() if manifest.applies(c, builtin) and manifest.applies(c, external)]
+    cells = {(c, p): cell_for(report, manifest, c, p) for c in cases for p in (builtin, external)}
+    if not cases:
+        return Verdict(backend, builtin, external, UNDECIDED, "no catalogue case applies to both providers")
+    absent = [p for p in (builtin, external) if not any(cells[(c, p)].kind in (C_PASS, C_FAIL) for c in cases)]
+    if absent:
+        ran = [p for p in (builtin, external) if p not in absent]
+        why = "; ".join(f"{p} did not run ({cells[(cases[0], p)].detail})" for p in absent)
+        tally = "".join(
+            f"; {p}: {sum(cells[(c, p)].kind == C_PASS for c in cases)}/{len(cases)} pass" for p in ran
+        )
+        return Verdict(backend, builtin, external, UNDECIDED, why + tally)
+    failing = sorted(f"{c}[{p}]" for (c, p), cell in cells.items() if cell.kind == C_FAIL)
+    if failing:
+        return Verdict(backend, builtin, external, NO, f"{len(failing)} failing: {', '.join(failing)}")
+    unfinished = sorted(f"{c}[{p}] ({cell.text})" for (c, p), cell in cells.items() if cell.kind != C_PASS)
+    if unfinished:
+        return Verdict(backend, builtin, external, UNDECIDED, f"not every case ran: {', '.join(unfinished)}")
+    if report.narrowed:
+        return Verdict(backend, builtin, external, UNDECIDED, f"the run was narrowed ({', '.join(report.narrowed_by)})")
+    return Verdict(backend, builtin, external, YES, f"all {len(cases)} applicable cases pass on both")
+
+
+def build_parity(report: Report, manifest: Manifest) -> ParityTable:
+    providers = CATALOGUE_PROVIDER_IDS
+    titles = {f"{s.name}/{c.name}": c.title for s in manifest.suites for c in s.cases}
+    rows = tuple(
+        Row(case_id, titles[case_id], tuple(cell_for(report, manifest, case_id, p) for p in providers))
+        for case_id in manifest.case_ids()
+    )
+    verdicts = tuple(verdict_for(report, manifest, backend) for backend in BACKENDS)
+    return ParityTable(providers=providers, rows=rows, verdicts=verdicts)
+
+
+def outcome_counts(report: Report) -> str:
+    counts = report.summary()
+    return ", ".join(f"{counts[k]} {k}" for k in (PASS, FAIL, ERROR, SKIP))

@@ -1,0 +1,96 @@
+"""report.json: the run as the controller saw it, and the files written next to it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.records import OUTCOMES, CaseRecord
+
+REPORT_FILE = "report.json"
+FORMAT = 1
+
+
+class ReportError(ValueError):
+    """report.json is missing or unreadable."""
+
+
+@dataclass
+class Report:
+    run_id: str
+    manifest: str
+    requested: list[str]
+    required: list[str]
+    narrowed: bool = False
+    narrowed_by: list[str] = field(default_factory=list)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: dict[str, CaseRecord] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    wall_seconds: float = 0.0
+    exit_status: int | None = None
+    command: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, int]:
+        counts = {outcome: 0 for outcome in OUTCOMES}
+        for record in self.results.values():
+            counts[record.outcome] += 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "run_id": self.run_id,
+            "manifest": self.manifest,
+            "command": self.command,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "wall_seconds": self.wall_seconds,
+            "exit_status": self.exit_status,
+            "narrowed": self.narrowed,
+            "narrowed_by": self.narrowed_by,
+            "providers": {"requested": self.requested, "required": self.required},
+            "probes": self.probes,
+            "summary": self.summary(),
+            "results": {rid: self.results[rid].to_dict() for rid in sorted(self.results)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Report":
+        providers = data.get("providers") or {}
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            manifest=str(data.get("manifest", "")),
+            requested=list(providers.get("requested") or []),
+            required=list(providers.get("required") or []),
+            narrowed=bool(data.get("narrowed", False)),
+            narrowed_by=list(data.get("narrowed_by") or []),
+            probes=dict(data.get("probes") or {}),
+            results={rid: CaseRecord.from_dict(rec) for rid, rec in (data.get("results") or {}).items()},
+            started_at=str(data.get("started_at", "")),
+            finished_at=str(data.get("finished_at", "")),
+            wall_seconds=float(data.get("wall_seconds", 0.0)),
+            exit_status=data.get("exit_status"),
+            command=list(data.get("command") or []),
+        )
+
+
+def write_report_json(report: Report, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / REPORT_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_report(directory: Path) -> Report:
+    path = directory / REPORT_FILE if directory.is_dir() else directory
+    try:
+        return Report.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise ReportError(f"no report at {path}; run the catalogue with --devsy-report {directory}") from None
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        raise ReportError(f"{path} is not a readable harness report: {exc}") from exc
