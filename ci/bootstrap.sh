@@ -83,8 +83,8 @@ setup_venv() {
         fi
         "$PYTHON" -m venv .venv
     fi
-    log "venv: pip install -e '.[test]'"
-    timeout 600 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+    log "venv: pip install -e '.[test,dev]'"
+    timeout 600 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,dev]'
 }
 
 build_guest_image() {

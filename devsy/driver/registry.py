@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from devsy.driver.base import Driver
 from devsy.errors import UsageError
 
-BUILTIN_PROVIDERS = ("docker",)
+BUILTIN_PROVIDERS = ("docker", "microsandbox")
 DEFAULT_PROVIDER = "docker"
 
 
@@ -17,6 +17,15 @@ def validate_provider(name: str, options: Mapping[str, str]) -> None:
 
 
 def make_driver(name: str, options: Mapping[str, str], *, connect: bool = True) -> Driver:
+    from devsy.driver.external import providers as external  # noqa: PLC0415 - grpc only for external providers
+
+    if external.is_external(name):
+        from devsy.driver.external.driver import ExternalDriver  # noqa: PLC0415
+
+        external_driver = ExternalDriver(name, external.provider_command(name, options))  # validates the options
+        if connect:
+            external_driver.client  # noqa: B018 - launch and validate Info before any state is touched
+        return external_driver
     if name == "docker":
         from devsy.driver.docker.driver import DockerDriver
         from devsy.driver.docker.options import parse_docker_options
@@ -25,7 +34,16 @@ def make_driver(name: str, options: Mapping[str, str], *, connect: bool = True) 
         if connect:
             driver.client  # noqa: B018 - fail early with BackendUnavailable, before any state is touched
         return driver
-    raise UsageError(f"unknown provider {name!r}", hint=f"use one of: {', '.join(BUILTIN_PROVIDERS)}")
+    if name == "microsandbox":
+        from devsy.driver.microsandbox.driver import MicrosandboxDriver
+        from devsy.driver.microsandbox.options import parse_microsandbox_options
+
+        msb_driver = MicrosandboxDriver(parse_microsandbox_options(options))
+        if connect:
+            msb_driver.client  # noqa: B018 - find msb and check its version before any state is touched
+        return msb_driver
+    raise UsageError(f"unknown provider {name!r}",
+                     hint=f"use one of: {', '.join(BUILTIN_PROVIDERS)}, external-docker, or external:EXECUTABLE")
 
 
 def network_mode_of(name: str, options: Mapping[str, str]) -> str:
@@ -34,4 +52,8 @@ def network_mode_of(name: str, options: Mapping[str, str]) -> str:
         from devsy.driver.docker.options import parse_docker_options
 
         return parse_docker_options(options).network_mode
+    from devsy.driver.external import providers as external  # noqa: PLC0415
+
+    if external.is_external(name):
+        return external.network_mode(name, options)
     return "default"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 from typing import Any, BinaryIO
 
@@ -84,14 +85,19 @@ class DockerDriver:
         self._require_image(options.image)
         kwargs = container_spec.create_kwargs(workspace_id, options, self.options)
         created_volumes: list[Any] = []
+        if existing is not None:
+            # Replacement: the new container is created under a temporary name first, so a configuration the engine
+            # rejects (a missing bind source, a bad option) leaves the existing instance untouched.
+            kwargs["name"] = f"{kwargs['name']}-new-{secrets.token_hex(4)}"
         try:
             created_volumes = self._ensure_volumes(workspace_id, options)
-            if existing is not None:
-                # Replacement: the whole configuration was validated above; only now is the old instance removed.
-                self._remove_container(existing)
             with engine_errors(f"creating the container of workspace {workspace_id}"):
                 container = self.client.containers.create(**kwargs)
             try:
+                if existing is not None:
+                    self._remove_container(existing)
+                    with engine_errors(f"renaming the new container of workspace {workspace_id}"):
+                        container.rename(container_spec.container_name(workspace_id))
                 with engine_errors(f"starting the container of workspace {workspace_id}"):
                     container.start()
                     container.reload()

@@ -13,8 +13,11 @@ import secrets
 TOKEN_PREFIX = "devsy-exec-"
 
 # The shell must not `exec` the command (dash does that for a lone command under -c), or the token would vanish
-# from the process table; the trailing `exit $?` keeps it as the parent of the command.
-_WRAPPER = 'shift\n"$@"\nexit $?'
+# from the process table; the trailing `exit $?` keeps it as the parent of the command. The wrapper's own stderr is
+# /dev/null (the caller's stderr rides on fd 3 and is restored by a tiny inner shell right before it execs the
+# command): otherwise dash reports a signalled command ("Terminated") on the command's stderr, output the command
+# never wrote.
+_WRAPPER = 'shift\nexec 3>&2 2>/dev/null\n/bin/sh -c \'exec 2>&3 3>&-; exec "$@"\' sh "$@"\nexit $?'
 
 _KILL_TREE = r"""
 marker="$1"

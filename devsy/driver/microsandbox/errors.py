@@ -1,0 +1,26 @@
+"""Typed errors of the MicroSandbox driver (all are DriverErrors, so every caller can treat them as backend faults)."""
+
+from __future__ import annotations
+
+from devsy.errors import DriverError
+
+
+class MsbCommandError(DriverError):
+    """An `msb` command failed for a reason devsy has no more specific type for; carries msb's stderr tail."""
+
+    def __init__(self, message: str, hint: str = "", *, returncode: int | None = None, stderr_tail: str = "") -> None:
+        super().__init__(message, hint)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+class MsbTimeout(DriverError):
+    """An `msb` command did not finish within its budget; its process group was stopped."""
+
+    kind = "timeout"
+
+
+class BootFailed(DriverError):
+    """The microVM was created but never reached its agent (no KVM that can boot, a broken libkrunfw, ...)."""
+
+    kind = "boot-failed"

@@ -1,0 +1,175 @@
+"""One command in a running sandbox through `msb exec --stream`: raw stdout/stderr, streamed stdin, cancellation.
+
+`--stream` is msb's byte-faithful mode: stdout and stderr stay separate and arrive incrementally, and it needs a
+piped (non-terminal) stdin, which devsy always gives it (closed at once for empty input). The guest's exit status is
+msb's exit status. Every thread this starts is joined before `run_exec` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import select
+import subprocess
+import threading
+from typing import BinaryIO
+
+from devsy.driver.base import ExecRequest, ExecResult
+from devsy.driver.microsandbox.msb import MsbClient
+from devsy.driver.microsandbox.process import Terminator, stop_group
+from devsy.errors import DriverError
+
+_CHUNK = 64 * 1024
+# How often a copier blocked on a caller-owned descriptor looks at its stop flag; data itself is forwarded as soon
+# as select() reports it, so this only bounds how late a stop is noticed.
+_STOP_POLL_S = 0.2
+_EXIT_AFTER_EOF_S = 30.0
+CANCELLED_EXIT_CODE = 130
+
+
+def exec_argv(name: str, request: ExecRequest) -> list[str]:
+    """Arguments after `msb` (env values inside: show them only through redact_argv)."""
+    args = ["exec", name]
+    if request.user:
+        args += ["--user", request.user]
+    if request.workdir:
+        args += ["--workdir", request.workdir]
+    for key, value in request.env.items():
+        args += ["--env", f"{key}={value}"]
+    return [*args, "--stream", "--", *request.argv]
+
+
+def run_exec(msb: MsbClient, name: str, request: ExecRequest) -> ExecResult:
+    proc = msb.spawn(exec_argv(name, request), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, bufsize=0)
+    terminator = Terminator(proc)
+    copier = _StdinCopier(request, proc)
+    pumps = [_Pump(proc.stdout, request.stdout, request), _Pump(proc.stderr, request.stderr, request)]
+
+    def on_cancel() -> None:  # may run in a signal handler: nothing here blocks
+        copier.stop()
+        terminator()
+
+    unsubscribe = request.cancel.on_cancel(on_cancel)
+    for thread in (copier, *pumps):
+        thread.start()
+    try:
+        for pump in pumps:
+            pump.join()  # output open = the command still runs; cancellation is what bounds this
+        proc.wait(_EXIT_AFTER_EOF_S)
+    except subprocess.TimeoutExpired:
+        stop_group(proc)
+        raise DriverError(f"`msb exec` closed its output but did not exit within {_EXIT_AFTER_EOF_S:.0f} s; it was "
+                          "stopped", hint="retry; if it persists, check `msb doctor`") from None
+    except BaseException:
+        request.cancel.cancel()
+        stop_group(proc)
+        raise
+    finally:
+        unsubscribe()
+        copier.stop()
+        for thread in (copier, *pumps):
+            thread.join()
+        terminator.disarm()
+    return _result(proc, terminator, copier, pumps)
+
+
+def _result(proc: subprocess.Popen, terminator: Terminator, copier: _StdinCopier, pumps: list[_Pump]) -> ExecResult:
+    if terminator.fired:
+        return ExecResult(exit_code=CANCELLED_EXIT_CODE)
+    for failed in (copier.error, *(pump.error for pump in pumps)):
+        if failed is not None:
+            raise DriverError(f"copying the command's input or output failed: {failed}") from failed
+    if proc.returncode < 0:
+        raise DriverError(f"`msb exec` was ended by signal {-proc.returncode} before the command's exit status "
+                          "arrived", hint="retry; check that nothing on the host kills msb processes")
+    return ExecResult(exit_code=proc.returncode)
+
+
+class _Pump(threading.Thread):
+    """Copies one of msb's output pipes to the caller's stream as data arrives."""
+
+    def __init__(self, source: BinaryIO | None, target: BinaryIO, request: ExecRequest) -> None:
+        super().__init__(name="devsy-msb-exec-output", daemon=True)
+        assert source is not None
+        self._source, self._target, self._request = source, target, request
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        fd = self._source.fileno()
+        writing = True
+        try:
+            while data := os.read(fd, _CHUNK):
+                if writing:
+                    writing = self._write(data)
+        finally:
+            self._source.close()
+
+    def _write(self, data: bytes) -> bool:
+        try:
+            self._target.write(data)
+            self._target.flush()
+            return True
+        except BrokenPipeError:
+            pass  # nobody reads our output any more: end the command instead of hanging it
+        except (OSError, ValueError) as exc:
+            self.error = exc
+        self._request.cancel.cancel()
+        return False  # keep draining, so msb never blocks on a full pipe while it is being stopped
+
+
+class _StdinCopier(threading.Thread):
+    """Copies the request's stdin into msb, then closes msb's stdin (EOF). Never closes a caller-owned stream."""
+
+    def __init__(self, request: ExecRequest, proc: subprocess.Popen) -> None:
+        super().__init__(name="devsy-msb-exec-stdin", daemon=True)
+        assert proc.stdin is not None
+        self._request, self._sink = request, proc.stdin
+        self._stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def stop(self) -> None:
+        """End the copy; closes stdin only when the driver owns it, so a blocked read returns."""
+        self._stopping.set()
+        if self._request.owns_stdin and self._request.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._request.stdin.close()
+
+    def run(self) -> None:
+        try:
+            if self._request.stdin is not None:
+                self._copy(self._request.stdin)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command exited without reading all of its input: that is its right
+        except (OSError, ValueError) as exc:
+            if not self._stopping.is_set():
+                self.error = exc
+        finally:
+            with contextlib.suppress(OSError):
+                self._sink.close()
+
+    def _copy(self, source: BinaryIO) -> None:
+        fd = _fileno(source)
+        sink = self._sink.fileno()
+        while not self._stopping.is_set():
+            if fd is not None and not select.select([fd], [], [], _STOP_POLL_S)[0]:
+                continue
+            data = os.read(fd, _CHUNK) if fd is not None else _read_some(source)
+            if not data:
+                return
+            view = memoryview(data)
+            while view:
+                view = view[os.write(sink, view):]
+
+
+def _fileno(stream: BinaryIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+
+
+def _read_some(stream: BinaryIO) -> bytes:
+    read1 = getattr(stream, "read1", None)
+    return read1(_CHUNK) if read1 else stream.read(_CHUNK)

@@ -1,0 +1,1 @@
+"""External provider executables built on the runtime SDK (devsy.runtime.sdk)."""

@@ -1,0 +1,74 @@
+"""`devsy-provider-docker serve`: the built-in Docker driver served over Runtime Protocol v1.
+
+Provider options arrive as environment variables named like the built-in provider's options (NETWORK_MODE,
+STOP_TIMEOUT): the host puts `--provider-option KEY=VALUE` into the provider's environment, which travels through
+the supervisor's config pipe (never argv or disk). DOCKER_HOST selects the engine as usual. ReusePreflight and ON_RUN
+replacement (RunImage with allow_recreate) are supported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from devsy.driver.docker.driver import DockerDriver
+from devsy.driver.docker.options import OPTION_HELP, parse_docker_options
+from devsy.errors import BackendUnavailable, DevsyError
+from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
+
+PROG = "devsy-provider-docker"
+
+
+def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
+    """The documented Docker provider options present in `environ` (other variables are not options)."""
+    return {name: environ[name] for name in OPTION_HELP if name in environ}
+
+
+class DockerProviderDriver(DockerDriver):
+    """DockerDriver plus the Preflight hook the SDK calls: is the engine reachable?"""
+
+    def preflight(self, disable_auto_start: bool = False) -> None:
+        try:
+            self.client.ping()
+        except DevsyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the SDK's transport errors, named in the message
+            raise BackendUnavailable(f"the Docker engine does not answer: {type(exc).__name__}",
+                                     hint="start the Docker daemon or point DOCKER_HOST at a running engine") from exc
+
+
+def _engine_version(driver: DockerDriver) -> str:
+    try:
+        return str(driver.client.version().get("Version", ""))
+    except Exception:  # noqa: BLE001 - informational only; Preflight reports an unreachable engine properly
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    rest = require_serve_command(PROG, sys.argv[1:] if argv is None else argv)
+    if rest:
+        print(f"{PROG}: unexpected arguments; options come from the environment ({', '.join(OPTION_HELP)})",
+              file=sys.stderr)
+        return 2
+    try:
+        driver = DockerProviderDriver(parse_docker_options(provider_options(os.environ)))
+    except DevsyError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    info = ProviderInfo(driver_name="docker", driver_version=_devsy_version(), runtime_name="docker",
+                        runtime_version=_engine_version(driver), recreate_on_run=True)
+    return serve(driver, info)
+
+
+def _devsy_version() -> str:
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return metadata.version("devsy")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Conformance cases: Exec. Every stream is checked for frame sizes, one exit frame last, and exact output."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+
+from devsy.runtime.conformance import commands as c
+from devsy.runtime.conformance.checks import StreamRecord, check, expect_error, expect_status
+from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session, input_frames, start_frame
+from devsy.runtime.v1 import runtime_pb2 as pb
+
+_DUPLEX_BYTES = 12 * 1024 * 1024
+_STALL_S = 2.0
+_STALL_RPCS = 10
+_DEADLINE_S = 3.0
+
+
+def case_binary_echo(session: Session) -> None:
+    session.exec(c.CAT, c.BINARY).require("cat of 00 FF 80 0A 0D 01", stdout=c.BINARY)
+
+
+def case_empty_stdin(session: Session) -> None:
+    session.exec(c.CAT, b"").require("cat with close_stdin alone", stdout=b"")
+
+
+def case_argument_fidelity(session: Session) -> None:
+    session.exec(c.printf_argv(c.FIDELITY_ARGS)).require(
+        "printf of spaced, quoted, shell-like, empty and unicode args", stdout=c.printf_output(c.FIDELITY_ARGS))
+
+
+def case_shell(session: Session) -> None:
+    session.exec(c.SHELL).require("sh -c with $0 and $1", stdout=c.SHELL_STDOUT)
+
+
+def case_stderr_only(session: Session) -> None:
+    session.exec(c.STDERR_ONLY).require("output on stderr only", stderr=c.STDERR_ONLY_STDERR)
+
+
+def case_nonzero_exit(session: Session) -> None:
+    session.exec(c.FAIL).require("exit 3 with stderr", stderr=c.FAIL_STDERR, exit_code=c.FAIL_CODE)
+
+
+def case_signal_exit(session: Session) -> str:
+    record = session.exec(c.SIGNAL)
+    record.require_clean("a command killed by SIGTERM")
+    check(not record.stdout and not record.stderr, "a signalled command produced output")
+    # A runtime that cannot observe the signal (Docker reports 128+N) must still not report success.
+    check((record.exit_code, record.signal) != (0, ""), "a command killed by a signal was reported as success")
+    check(bool(record.signal) or record.exit_code == 128 + c.SIGNAL_NUMBER,
+          f"exit ({record.exit_code}, {record.signal!r}) shows neither the signal nor 128+{c.SIGNAL_NUMBER}")
+    return f"exit {record.exit_code}, signal {record.signal or '(not reported)'}"
+
+
+def case_early_exit(session: Session) -> None:
+    """The command exits without reading 4 MiB of input: a normal exit, not an error."""
+    session.exec(c.TRUE, b"x" * (4 * 1024 * 1024)).require("true with unread input")
+
+
+def case_full_duplex(session: Session) -> str:
+    """12 MiB through cat while our reader stalls: exact output, and other RPCs are served meanwhile."""
+    data = hashlib.shake_256(session.run_id.encode()).digest(_DUPLEX_BYTES)
+    ws = session.exec_workspace()
+    sent = [0]
+
+    def frames() -> Iterator[pb.ExecClientMessage]:
+        yield start_frame(ws, c.CAT)
+        for frame in input_frames(data):
+            sent[0] += len(frame.stdin)
+            yield frame
+
+    call = session.stub.Exec(frames(), timeout=300)
+    stall_end = time.monotonic() + _STALL_S
+    for _ in range(_STALL_RPCS):  # the stream is stalled: we read nothing while asking for other things
+        check(session.find(ws).found, "Find during a stalled Exec stream lost the workspace")
+        session.stub.Info(pb.InfoRequest(), timeout=30)
+    threading.Event().wait(max(0.0, stall_end - time.monotonic()))  # the stall itself is the case, not a sync
+    sent_while_stalled = sent[0]
+    record = StreamRecord()
+    for message in call:
+        record.add(message)
+    record.require_clean("12 MiB duplex")
+    check(hashlib.sha256(record.stdout).digest() == hashlib.sha256(data).digest(),
+          f"12 MiB duplex: {len(record.stdout)} bytes came back, not the exact {len(data)} sent")
+    check((record.exit_code, record.signal, bytes(record.stderr)) == (0, "", b""), "12 MiB duplex: not a clean exit")
+    return f"{sent_while_stalled // 1024} KiB accepted while the reader stalled"
+
+
+def _ready_stream(session: Session, timeout: float | None) -> tuple[grpc.Future, threading.Event]:
+    """An Exec of a command that prints the ready line and then waits; stdin stays open until `release` is set."""
+    release = threading.Event()
+    ws = session.exec_workspace()
+
+    def frames() -> Iterator[pb.ExecClientMessage]:
+        yield start_frame(ws, c.READY_THEN_SLEEP)
+        release.wait(600)  # hold stdin open: the command must be ended by us, not by EOF
+
+    call = session.stub.Exec(frames(), timeout=timeout)
+    first = next(call)
+    check(first.WhichOneof("payload") == "stdout" and first.stdout.data == c.READY_LINE,
+          f"expected the ready line first, got {first}")
+    return call, release
+
+
+def case_cancel(session: Session) -> None:
+    """Cancelling a running command ends the RPC CANCELLED; the workspace keeps running, other RPCs work."""
+    call, release = _ready_stream(session, timeout=120)
+    try:
+        call.cancel()
+        expect_status(grpc.StatusCode.CANCELLED, lambda: list(call), "the cancelled Exec")
+    finally:
+        release.set()
+    session.require_status(session.exec_workspace(), "running", "after a cancelled Exec")
+    session.exec(c.TRUE).require("an Exec after a cancelled one")
+
+
+def case_deadline(session: Session) -> None:
+    """A command outliving the RPC deadline ends DEADLINE_EXCEEDED; the workspace keeps running."""
+    call, release = _ready_stream(session, timeout=_DEADLINE_S)
+    try:
+        expect_status(grpc.StatusCode.DEADLINE_EXCEEDED, lambda: list(call), "an Exec past its deadline")
+    finally:
+        release.set()
+    session.require_status(session.exec_workspace(), "running", "after an Exec past its deadline")
+    session.exec(c.TRUE).require("an Exec after a deadline")
+
+
+def _malformed(session: Session, what: str, frames: list[pb.ExecClientMessage]) -> None:
+    expect_error("INVALID_ARGUMENT", lambda: session.exec_frames(frames, timeout=60), what)
+
+
+def case_malformed_frames(session: Session) -> str:
+    """Missing start, second start, unset payload, empty stdin, data after close_stdin, EOF before close_stdin."""
+    ws = session.exec_workspace()
+    start = start_frame(ws, c.SLEEP)
+    close = pb.ExecClientMessage(close_stdin=pb.CloseStdin())
+    cases = {
+        "a stream without a start frame": [pb.ExecClientMessage(stdin=b"x"), close],
+        "a second start frame": [start, start],
+        "a frame with no payload set": [start, pb.ExecClientMessage()],
+        "an empty stdin frame": [start, pb.ExecClientMessage(stdin=b"")],
+        "stdin after close_stdin": [start, close, pb.ExecClientMessage(stdin=b"x")],
+        "end of stream before close_stdin": [start],
+    }
+    for what, frames in cases.items():
+        _malformed(session, what, frames)
+    session.require_status(ws, "running", "after the malformed streams")
+    session.exec(c.TRUE).require("an Exec after the malformed streams")
+    return f"{len(cases)} malformed streams rejected"
+
+
+def case_tty_unsupported(session: Session) -> None:
+    """tty=true is UNSUPPORTED unless offered (no provider offers it in this API)."""
+    frames = [start_frame(session.exec_workspace(), c.TRUE, tty=True), pb.ExecClientMessage(close_stdin=pb.CloseStdin())]
+    expect_error("UNSUPPORTED", lambda: session.exec_frames(frames, timeout=UNARY_TIMEOUT_S), "Exec with tty=true")

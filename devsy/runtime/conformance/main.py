@@ -1,0 +1,150 @@
+"""`devsy-conformance [OPTIONS] PROVIDER [ARGS...]`: run every conformance case of shared/PROTOCOL.md against a
+provider executable (Python- or Go-built), launched like a host does: `PROVIDER serve ARGS...` under the runtime
+supervisor, with the go-plugin handshake. Prints one PASS/FAIL/SKIP line per case and exits 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from devsy.errors import DevsyError
+from devsy.runtime.conformance import cases_exec as ex
+from devsy.runtime.conformance import cases_lifecycle as lc
+from devsy.runtime.conformance.checks import CaseFailed, CaseSkipped
+from devsy.runtime.conformance.session import Session, Target
+from devsy.runtime.launcher import ProviderCommand
+from devsy.runtime.status import DetailError, from_error
+
+DEFAULT_IMAGE = "devsy-guest:bookworm"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    run: Callable[[Session], object]
+
+
+CASES: tuple[Case, ...] = (
+    Case("info", lc.case_info),
+    Case("discovery", lc.case_discovery),
+    Case("lifecycle", lc.case_lifecycle),
+    Case("reuse-preflight", lc.case_reuse_preflight),
+    Case("recreate-on-run", lc.case_recreate_on_run),
+    Case("exec/binary-echo", ex.case_binary_echo),
+    Case("exec/empty-stdin", ex.case_empty_stdin),
+    Case("exec/argument-fidelity", ex.case_argument_fidelity),
+    Case("exec/shell", ex.case_shell),
+    Case("exec/stderr-only", ex.case_stderr_only),
+    Case("exec/full-duplex-12mib", ex.case_full_duplex),
+    Case("exec/nonzero-exit", ex.case_nonzero_exit),
+    Case("exec/signal-exit", ex.case_signal_exit),
+    Case("exec/early-exit", ex.case_early_exit),
+    Case("exec/cancel", ex.case_cancel),
+    Case("exec/deadline", ex.case_deadline),
+    Case("exec/malformed-frames", ex.case_malformed_frames),
+    Case("exec/tty-unsupported", ex.case_tty_unsupported),
+    Case("logs", lc.case_logs),
+)
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # PASS, FAIL, SKIP
+    seconds: float
+    note: str = ""
+
+
+def _describe_rpc_error(exc: grpc.RpcError) -> str:
+    try:
+        info = from_error(exc)
+    except DetailError as detail_exc:
+        return f"unexpected {exc.code().name} with a malformed status ({detail_exc})"  # type: ignore[attr-defined]
+    if info is None:
+        return f"unexpected {exc.code().name} without RuntimeError: {exc.details()}"  # type: ignore[attr-defined]
+    return f"unexpected {info.code}: {info.message}"
+
+
+def run_case(session: Session, case: Case) -> Outcome:
+    started = time.monotonic()
+    try:
+        if not session.healthy():
+            session.launch()  # a previous case may have crashed the provider; each case gets a live one
+        note = case.run(session)
+        status, text = "PASS", str(note or "")
+    except CaseSkipped as exc:
+        status, text = "SKIP", str(exc)
+    except (CaseFailed, AssertionError) as exc:
+        status, text = "FAIL", str(exc)
+    except grpc.RpcError as exc:
+        status, text = "FAIL", _describe_rpc_error(exc)
+    except DevsyError as exc:
+        status, text = "FAIL", exc.message
+    except Exception as exc:  # noqa: BLE001 - a crash of one case must not hide the others
+        status, text = "FAIL", f"{type(exc).__name__}: {exc}"
+    return Outcome(case.name, status, time.monotonic() - started, text)
+
+
+def run_suite(target: Target, only: list[str], out=sys.stdout) -> list[Outcome]:
+    session = Session(target)
+    outcomes: list[Outcome] = []
+    session.launch()  # a provider that cannot start fails the run once, not once per case
+    try:
+        for case in CASES:
+            if only and not any(case.name == o or case.name.startswith(o + "/") for o in only):
+                continue
+            outcome = run_case(session, case)
+            outcomes.append(outcome)
+            note = f": {outcome.note}" if outcome.note else ""
+            print(f"{outcome.status:4}  {outcome.name} ({outcome.seconds:.2f}s){note}", file=out, flush=True)
+    finally:
+        errors = session.cleanup()
+        session.close()
+    for error in errors:
+        print(f"FAIL  cleanup: {error}", file=out, flush=True)
+        outcomes.append(Outcome("cleanup", "FAIL", 0.0, error))
+    return outcomes
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {key!r} without '='")
+    return key, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="devsy-conformance", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image for RunImage (default {DEFAULT_IMAGE})")
+    parser.add_argument("--env", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                        help="provider environment (provider options), repeatable; e.g. NETWORK_MODE=host")
+    parser.add_argument("--remote-user", default="root", help="developer identity the workspaces are created for")
+    parser.add_argument("--only", action="append", default=[], metavar="CASE",
+                        help="run only this case or group (e.g. exec), repeatable")
+    parser.add_argument("--handshake-timeout", type=float, default=60.0)
+    parser.add_argument("provider", metavar="PROVIDER", help="provider executable (name on PATH or path)")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments after `serve`")
+    args = parser.parse_args(argv)
+    binary = shutil.which(args.provider) or args.provider
+    target = Target(command=ProviderCommand(binary=binary, args=args.args, env=dict(args.env)), image=args.image,
+                    remote_user=args.remote_user, handshake_timeout=args.handshake_timeout)
+    try:
+        outcomes = run_suite(target, args.only)
+    except DevsyError as exc:
+        print(f"FAIL  launch: {exc}", flush=True)
+        return 1
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("PASS", "FAIL", "SKIP")}
+    print(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    return 1 if counts["FAIL"] or not outcomes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

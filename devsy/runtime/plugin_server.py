@@ -1,0 +1,134 @@
+"""The provider side of the go-plugin handshake: check the cookie, listen on a unix socket, print the one line.
+
+Besides the provider's services the server carries what a go-plugin host expects: gRPC health (`plugin` SERVING),
+`plugin.GRPCController/Shutdown` and `plugin.GRPCStdio` (an empty stream: providers log to stderr directly).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from devsy.runtime.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_CLIENT_CERT, \
+    ENV_PROTOCOL_VERSIONS, ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
+from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
+from devsy.runtime.handshake import unix_line
+
+# Unix socket paths are limited to 108 bytes (sun_path) on Linux, including the terminating NUL.
+_MAX_SOCKET_PATH = 107
+# Exec streams hold a worker each for their lifetime; enough that a stalled stream never starves other RPCs.
+DEFAULT_WORKERS = 64
+_STOP_GRACE_S = 5.0
+
+
+class PluginEnvError(Exception):
+    """The environment does not allow serving (no cookie, no common protocol version)."""
+
+
+def check_plugin_env(environ: Mapping[str, str]) -> None:
+    """Refuse to serve without the cookie, or when the host accepts no protocol version we speak."""
+    if environ.get(COOKIE_KEY) != COOKIE_VALUE:
+        raise PluginEnvError(f"{NOT_A_PLUGIN_MESSAGE} (missing or wrong {COOKIE_KEY}).")
+    versions = environ.get(ENV_PROTOCOL_VERSIONS, "")
+    # Like go-plugin, an absent list means a legacy host that accepts our one version.
+    if versions and str(APP_PROTOCOL_VERSION) not in [v.strip() for v in versions.split(",")]:
+        raise PluginEnvError(f"Incompatible API version with plugin. Plugin version: {APP_PROTOCOL_VERSION}, "
+                             f"Client versions: {versions}")
+    if environ.get(ENV_CLIENT_CERT):
+        raise PluginEnvError(f"{ENV_CLIENT_CERT} is set but this provider does not support go-plugin auto-mTLS; "
+                             "the host must connect over its private unix socket directory instead")
+
+
+def refuse_unless_plugin_env() -> None:
+    """Exit 1 with the reason on stderr unless started by a host (stdout stays empty)."""
+    try:
+        check_plugin_env(os.environ)
+    except PluginEnvError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)
+
+
+class _Controller(grpc_controller_pb2_grpc.GRPCControllerServicer):
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+
+    def Shutdown(self, request, context):  # noqa: N802 - gRPC method name
+        self._stop.set()
+        return grpc_controller_pb2.Empty()
+
+
+class _Stdio(grpc_stdio_pb2_grpc.GRPCStdioServicer):
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+
+    def StreamStdio(self, request, context):  # noqa: N802 - gRPC method name
+        # Nothing is mirrored: the stream stays open (so a go-plugin host does not log it as broken) until shutdown.
+        while not self._stop.wait(1.0) and context.is_active():
+            pass
+        return iter(())
+
+
+def _socket_path() -> tuple[Path, Path]:
+    base = os.environ.get(ENV_SOCKET_DIR) or None
+    directory = Path(tempfile.mkdtemp(prefix="plugin", dir=base))
+    path = directory / "plugin.sock"
+    if len(str(path).encode()) > _MAX_SOCKET_PATH:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise PluginEnvError(f"the socket path {path} is longer than a unix socket allows; set {ENV_SOCKET_DIR} "
+                             "to a shorter directory")
+    return directory, path
+
+
+def serve_plugin(register: Callable[[grpc.Server], None], *, max_workers: int = DEFAULT_WORKERS,
+                 before_line: Callable[[], None] | None = None, after_line: Callable[[], None] | None = None) -> int:
+    """Serve until GRPCController.Shutdown or SIGTERM; returns the process exit code."""
+    refuse_unless_plugin_env()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host owns our lifetime; a terminal ^C is for the host
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        directory, path = _socket_path()
+    except (OSError, PluginEnvError) as exc:
+        print(f"cannot create the plugin socket: {exc}", file=sys.stderr)
+        return 1
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"))
+    health_servicer = health.HealthServicer()
+    for name in (HEALTH_SERVICE, ""):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(stop), server)
+    grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(_Stdio(stop), server)
+    register(server)
+    try:
+        server.add_insecure_port(f"unix:{path}")
+        server.start()
+        if before_line is not None:
+            before_line()
+        _print_line_and_reserve_stdout(unix_line(str(path)).format())
+        if after_line is not None:
+            after_line()
+        stop.wait()
+    finally:
+        health_servicer.enter_graceful_shutdown()
+        server.stop(_STOP_GRACE_S).wait(_STOP_GRACE_S + 1)
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+def _print_line_and_reserve_stdout(line: str) -> None:
+    """Write the handshake line on fd 1, then point fd 1 and sys.stdout at stderr so nothing else lands there."""
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(1, data):]
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr

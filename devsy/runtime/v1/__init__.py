@@ -1,0 +1,1 @@
+"""Generated bindings of devsy/runtime/proto/devsy/runtime/v1/runtime.proto (python -m devsy.runtime.proto.generate)."""

@@ -1,0 +1,118 @@
+"""Fixtures shared by the tests/test_msb_*.py modules (this module holds no tests of its own).
+
+Every test gets its own MSB_HOME, short enough for msb's Unix socket paths (they must stay under 108 bytes, which a
+pytest tmp_path is not), removed afterwards with whatever the test left in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from devsy.driver.microsandbox.locate import bundled_msb, locate_msb
+from devsy.driver.microsandbox.msb import MsbClient
+from devsy.driver.microsandbox.probe import ProbeResult, probe_boot
+
+# A file that is not libkrunfw: msb creates the sandbox, then fails to build the VM (on every host, KVM or not).
+NOT_A_LIBRARY = b"this file is not libkrunfw\n"
+# The real msb, whatever MSB_PATH a test points elsewhere: assertions and cleanup always ask the real one.
+REAL_MSB = str(bundled_msb())
+
+
+def run_msb(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MSB_HOME": str(home)}
+    env.pop("MSB_LIBKRUNFW_PATH", None)
+    return subprocess.run([REAL_MSB, *args], env=env, capture_output=True, timeout=60)
+
+
+def msb_json(home: Path, *args: str) -> list | dict:
+    """Run the real msb against `home` and parse its JSON output (for assertions only)."""
+    proc = run_msb(home, *args, "--format", "json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    return json.loads(proc.stdout)
+
+
+def sandboxes(home: Path) -> list[str]:
+    return [entry["name"] for entry in msb_json(home, "ls")]
+
+
+def volumes(home: Path) -> list[str]:
+    return [entry["name"] for entry in msb_json(home, "volume", "ls")]
+
+
+def images(home: Path) -> list[str]:
+    return [entry["reference"] for entry in msb_json(home, "image", "ls")]
+
+
+@pytest.fixture
+def msb_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = Path(tempfile.mkdtemp(prefix="msb-", dir="/tmp"))
+    monkeypatch.setenv("MSB_HOME", str(home))
+    yield home
+    listed = run_msb(home, "ls", "--format", "json")
+    if listed.returncode == 0:  # a test may have corrupted the state on purpose; then there is nothing to stop
+        for entry in json.loads(listed.stdout):
+            run_msb(home, "rm", "--force", entry["name"])
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def no_boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """MSB_LIBKRUNFW_PATH at a file that is not the library: sandboxes get created but never boot."""
+    fake = tmp_path / "libkrunfw-not.so"
+    fake.write_bytes(NOT_A_LIBRARY)
+    monkeypatch.setenv("MSB_LIBKRUNFW_PATH", str(fake))
+    return fake
+
+
+@pytest.fixture
+def msb(msb_home: Path) -> MsbClient:
+    return MsbClient(locate_msb())
+
+
+@pytest.fixture
+def recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """MSB_PATH at a stand-in that records each invocation and fails: proves whether msb was called at all."""
+    log = tmp_path / "msb-calls.log"
+    script = tmp_path / "msb-recorder"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\necho "msb 0.7.11"\nexit 1\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("MSB_PATH", str(script))
+    return log
+
+
+@pytest.fixture(scope="session")
+def busybox_rootfs() -> Path:
+    """The probe's cached busybox rootfs: a real, tiny image directory msb accepts without Docker."""
+    from devsy.driver.microsandbox.probe_rootfs import ensure_probe_rootfs
+
+    return ensure_probe_rootfs()
+
+
+@pytest.fixture(scope="session")
+def boot_probe() -> ProbeResult:
+    """One real boot attempt per test session (in a private MSB_HOME, with msb's own libkrunfw): can VMs run here?"""
+    home = tempfile.mkdtemp(prefix="msb-probe-", dir="/tmp")
+    env = {key: value for key, value in os.environ.items() if key != "MSB_LIBKRUNFW_PATH"}
+    try:
+        with mock.patch.dict(os.environ, {**env, "MSB_HOME": home}, clear=True):
+            return probe_boot(timeout=180)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def skip_unless_boots(probe: ProbeResult) -> None:
+    """Skip, with the probe's evidence, where microVMs cannot boot (these paths run on KVM runners)."""
+    if not probe.ok:
+        said = [line for line in probe.output_tail.splitlines() if "did not boot" in line] or [probe.output_tail]
+        pytest.skip(f"needs a booted microVM; this host cannot boot one (`{probe.command}` -> exit "
+                    f"{probe.exit_status} after {probe.duration:.1f} s: {said[-1]})")

@@ -1,0 +1,65 @@
+"""`devsy-conformance` passes against the fake runtime (both profiles) and against devsy-provider-docker, run as a
+user would: the installed console scripts, in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from devsy.runtime.testing import BIN_DIR, script
+
+CONFORMANCE_TIMEOUT_S = 600
+
+
+def _conformance(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([script("devsy-conformance"), *args], capture_output=True, text=True, env=env,
+                          timeout=CONFORMANCE_TIMEOUT_S)
+
+
+def _lines(proc: subprocess.CompletedProcess) -> dict[str, str]:
+    """case name -> PASS/FAIL/SKIP"""
+    return {line.split()[1]: line.split()[0] for line in proc.stdout.splitlines()
+            if line[:4] in ("PASS", "FAIL", "SKIP")}
+
+
+def test_fake_default_profile_passes(tmp_path: Path) -> None:
+    proc = _conformance("devsy-fake-runtime", "--state-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outcomes = _lines(proc)
+    assert outcomes["recreate-on-run"] == "SKIP"  # not offered by the default profile, and said so
+    assert [name for name, status in outcomes.items() if status != "PASS"] == ["recreate-on-run"]
+    assert proc.stdout.rstrip().endswith("18 passed, 0 failed, 1 skipped")
+    assert not list(tmp_path.iterdir()), "conformance left workspaces behind"
+
+
+def test_fake_recreation_profile_passes_every_case(tmp_path: Path) -> None:
+    proc = _conformance("devsy-fake-runtime", "--state-dir", str(tmp_path), "--profile", "recreate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_lines(proc).values()) == {"PASS"}
+    assert "recreate-on-run" in _lines(proc)
+
+
+def test_a_failing_provider_fails_the_run(tmp_path: Path) -> None:
+    proc = _conformance("--only", "exec", "devsy-fake-runtime", "--state-dir", str(tmp_path),
+                        "--mode", "nonzero-exit")
+    assert proc.returncode == 1
+    assert _lines(proc)["exec/binary-echo"] == "FAIL"
+
+
+def test_an_unlaunchable_provider_fails_once(tmp_path: Path) -> None:
+    proc = _conformance("devsy-fake-runtime", "--state-dir", str(tmp_path), "--mode", "crash-before-handshake")
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("FAIL  launch: provider devsy-fake-runtime exited before completing the handshake")
+
+
+@pytest.mark.usefixtures("guest_image")
+def test_docker_provider_passes(docker_client) -> None:
+    proc = _conformance("--env", "NETWORK_MODE=host", "devsy-provider-docker")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_lines(proc).values()) == {"PASS"}, proc.stdout
+    leftovers = docker_client.containers.list(all=True, filters={"label": "dev.devsy.conformance-run"})
+    assert leftovers == [], "conformance left containers behind"

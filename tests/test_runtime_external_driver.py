@@ -1,0 +1,82 @@
+"""The external driver behind the real CLI (`--provider external-docker`) and its recreate negotiation."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import containers_of, make_project
+from devsy.driver.base import ExecRequest, RunOptions
+from devsy.driver.external.driver import ExternalDriver
+from devsy.driver.registry import make_driver
+from devsy.errors import AlreadyExists
+from devsy.runtime.errors import InvalidProviderInfo
+from devsy.runtime.testing import fake_command
+
+EXTERNAL = ["--provider", "external-docker", "--provider-option", "NETWORK_MODE=host"]
+
+
+@pytest.mark.usefixtures("guest_image")
+def test_cli_lifecycle_through_the_external_docker_provider(devsy, ws_id: str, tmp_path: Path, docker_client,
+                                                            guest_image: str) -> None:
+    devsy.env["DEVSY_TEST_MARK"] = ws_id  # inherited by providers: lets us find ours among parallel tests'
+    project = make_project(tmp_path / "p", {"image": guest_image, "remoteUser": "dev"})
+    first = devsy.up(project, "--id", ws_id, *EXTERNAL).json["workspace"]
+    assert first["provider"] == "external-docker" and first["status"] == "running"
+    result = devsy.run("exec", ws_id, "--", "sh", "-c", "printf '\\000\\377'; id -un >&2; exit 5")
+    assert (result.returncode, result.stdout, result.stderr) == (5, b"\x00\xff", b"dev\n")
+    again = devsy.up(project, "--id", ws_id).json["workspace"]
+    assert again["reused"] and again["instance"]["id"] == first["instance"]["id"]
+
+    make_project(project, {"image": guest_image, "remoteUser": "alt"})
+    refused = devsy.up(project, "--id", ws_id, ok=False)
+    assert refused.returncode != 0 and refused.json["error"]["type"] == "recreate-required"
+    assert [c.id for c in containers_of(docker_client, ws_id)] == [first["instance"]["id"]]
+
+    recreated = devsy.up(project, "--id", ws_id, "--recreate").json["workspace"]
+    assert recreated["instance"]["id"] != first["instance"]["id"] and recreated["remote_user"] == "alt"
+    assert devsy.run("delete", ws_id, "--json").returncode == 0
+    assert containers_of(docker_client, ws_id) == []
+    assert _marked_processes(ws_id) == [], "a provider or supervisor outlived the CLI"
+
+
+def _marked_processes(mark: str) -> list[str]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("DEVSY_TEST_MARK") == mark and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(" ".join(proc.cmdline()))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def _fake_driver(tmp_path: Path, *args: str) -> ExternalDriver:
+    return ExternalDriver("external:devsy-fake-runtime", fake_command(tmp_path, *args))
+
+
+@pytest.mark.parametrize("profile", ["default", "recreate"])
+def test_recreate_uses_on_run_when_offered_and_delete_otherwise(tmp_path: Path, profile: str) -> None:
+    driver = _fake_driver(tmp_path, "--profile", profile)
+    try:
+        assert driver.description.recreate_on_run is (profile == "recreate")
+        old = driver.run("ws", RunOptions(image="img"))
+        with pytest.raises(AlreadyExists):
+            driver.run("ws", RunOptions(image="img"))  # no --recreate: never replaced
+        new = driver.run("ws", RunOptions(image="img", allow_recreate=True))
+        assert new.id != old.id and new.running
+        out = io.BytesIO()
+        assert driver.exec("ws", ExecRequest(argv=["echo", "hi"], stdout=out, stderr=io.BytesIO())).exit_code == 0
+        assert out.getvalue() == b"hi\n"
+    finally:
+        driver.close()
+
+
+def test_invalid_info_is_refused_before_anything_is_touched(tmp_path: Path) -> None:
+    with pytest.raises(InvalidProviderInfo):
+        make_driver("external:devsy-fake-runtime",
+                    {"DEVSY_FAKE_STATE_DIR": str(tmp_path), "DEVSY_FAKE_MODE": "malformed-info"})
+    assert not list(tmp_path.iterdir())
