@@ -110,3 +110,17 @@ def containers_of(client, workspace_id: str) -> list:
 
 def volumes_of(client, workspace_id: str) -> list:
     return client.volumes.list(filters={"label": f"dev.devsy.workspace={workspace_id}"})
+
+
+@pytest.fixture
+def running_workspace(devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path) -> str:
+    """A workspace of the guest image, up and running (so the agent has been delivered), with `dev` as its user."""
+    config = {"image": guest_image, "remoteUser": "dev"}
+    devsy.up(make_project(tmp_path / "running-project", config), "--id", ws_id, *HOST_NET)
+    return ws_id
+
+
+def cli_env(devsy: DevsyCli, **extra: str) -> dict[str, str]:
+    """The environment `devsy.run` uses, for tests that start the CLI with subprocess.Popen themselves."""
+    return {**os.environ, "DEVSY_HOME": str(devsy.home), "DEVSY_SSH_CONFIG": str(devsy.ssh_config), **devsy.env,
+            **extra}

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from devsy.cli.outcome import emit_success, workspace_json
 from devsy.devcontainer import workspace_ops
-from devsy.driver.base import ExecRequest
-from devsy.errors import UsageError
+from devsy.driver.base import CancelToken, ExecRequest
+from devsy.errors import Cancelled, UsageError
 from devsy.progress import Progress
+from devsy.ssh.redaction import RedactingWriter, configured_secrets
 from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
 
 
@@ -71,33 +75,72 @@ def _list(args: argparse.Namespace) -> int:
     return emit_success("list", args.json, payload, human)
 
 
-def _exec(args: argparse.Namespace) -> int:
-    argv = args.argv
-    if not argv:
-        raise UsageError("no command given", hint="pass the command after --, e.g. `devsy exec WS -- ls -la`")
-    request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
-                          user=args.user, workdir=args.workdir, env=dict(args.env))
+def _cancellable(run: Callable[[CancelToken], int]) -> int:
+    """Run with SIGINT/SIGTERM wired to a cancel token; a command ended by one of them exits 128+signal."""
+    cancel = CancelToken()
     received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         received.append(signum)
-        request.cancel.cancel()
+        cancel.cancel()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = workspace_ops.exec_command(devsy_home(), args.workspace, request)
+        code = run(cancel)
+    except Cancelled:
+        if not received:
+            raise
+        code = 0
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return 128 + received[0] if received else result.exit_code
+    return 128 + received[0] if received else code
+
+
+def _exec(args: argparse.Namespace) -> int:
+    argv = args.argv
+    if not argv:
+        raise UsageError("no command given", hint="pass the command after --, e.g. `devsy exec WS -- ls -la`")
+    with _redacted_output(value for _, value in args.env) as (stdout, stderr):
+        def run(cancel: CancelToken) -> int:
+            request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=stdout, stderr=stderr, user=args.user,
+                                  workdir=args.workdir, env=dict(args.env), cancel=cancel)
+            return workspace_ops.exec_command(devsy_home(), args.workspace, request).exit_code
+
+        return _cancellable(run)
+
+
+@contextlib.contextmanager
+def _redacted_output(extra_secrets: Iterable[str] = ()) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """stdout/stderr through the redaction filter when secrets are configured (DEVSY_REDACT, --env values)."""
+    secrets = configured_secrets(extra_secrets)
+    if not secrets:
+        yield sys.stdout.buffer, sys.stderr.buffer
+        return
+    stdout, stderr = RedactingWriter(sys.stdout.buffer, secrets), RedactingWriter(sys.stderr.buffer, secrets)
+    try:
+        yield stdout, stderr  # type: ignore[misc]
+    finally:
+        stdout.close()
+        stderr.close()
 
 
 def _logs(args: argparse.Namespace) -> int:
-    workspace_ops.logs(devsy_home(), args.workspace, sys.stdout.buffer)
+    with _redacted_output() as (stdout, _):
+        workspace_ops.logs(devsy_home(), args.workspace, stdout)
     return 0
+
+
+def _ssh(args: argparse.Namespace) -> int:
+    # Imported here: only this command needs paramiko, and `devsy exec` must stay fast.
+    from devsy.ssh.command import SshOptions, run_ssh
+
+    options = SshOptions(workspace=args.workspace, command=args.remote_command, user=args.user, env=dict(args.env),
+                         stdio=args.stdio, tty=args.tty)
+    return _cancellable(lambda cancel: run_ssh(devsy_home(), options, cancel))
 
 
 _HANDLERS = {
     "up": _up, "status": _status, "start": _start, "stop": _stop, "delete": _delete, "list": _list,
-    "exec": _exec, "logs": _logs,
+    "exec": _exec, "logs": _logs, "ssh": _ssh,
 }

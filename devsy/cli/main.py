@@ -10,6 +10,7 @@ from pathlib import Path
 from devsy.cli import commands
 from devsy.cli.outcome import emit_error
 from devsy.errors import Cancelled, DevsyError
+from devsy.ssh.redaction import redact_error
 
 _DESCRIPTION = """\
 devsy brings up a devcontainer (devcontainer.json) as a container or microVM and gives you commands to work in it.
@@ -69,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     logs = command("logs", "Print what the workspace's workload wrote (running or stopped).", json_flag=False)
     logs.add_argument("workspace", metavar="WORKSPACE")
+
+    ssh = command("ssh", "Open a shell in the workspace (or run --command) over SSH through the in-guest agent; "
+                         "stdout/stderr bytes pass through untouched and the exit code is the command's "
+                         "(128+N when it died of signal N).", json_flag=False)
+    ssh.add_argument("workspace", metavar="WORKSPACE")
+    ssh.add_argument("--command", "-c", dest="remote_command", metavar="COMMAND",
+                     help="run this command with the user's shell instead of an interactive shell")
+    ssh.add_argument("--user", "-u", default="", help="user to run as (default: the workspace's remote user)")
+    ssh.add_argument("--env", "-e", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                     help="environment variable for the session, repeatable")
+    ssh.add_argument("--tty", "-t", action="store_true",
+                     help="allocate a terminal for --command too (when stdin is a terminal)")
+    ssh.add_argument("--stdio", action="store_true",
+                     help="relay the raw SSH stream on stdin/stdout (OpenSSH's ProxyCommand uses this)")
     return parser
 
 
@@ -92,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands.dispatch(args)
     except DevsyError as exc:
-        return emit_error(args.command, as_json, exc)
+        return emit_error(args.command, as_json, redact_error(exc))
     except KeyboardInterrupt:
         return emit_error(args.command, as_json, Cancelled("interrupted", hint="rerun the command; anything it had created was removed"))
 

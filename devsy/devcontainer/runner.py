@@ -23,6 +23,7 @@ from devsy.workspace.paths import WorkspacePaths, workspace_paths
 from devsy.workspace.record import WorkspaceRecord, delete_record, load_record, save_record
 from devsy.workspace.source import Source, parse_source
 from devsy.ssh.config_entry import remove_ssh_entry, write_ssh_entry
+from devsy.agent.install import install_agent_for_up
 
 _GIT_CLONE_TIMEOUT_S = 600
 
@@ -68,6 +69,7 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             config = load_workspace_config(source, paths, workspace_id)
             driver = make_driver(provider, options)
             instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger, progress)
+            install_agent_for_up(driver, record.id, paths, progress, ledger)
             record.workspace_folder = config.workspace_folder
             record.config_path = str(config.path or "")
             save_record(paths, record)

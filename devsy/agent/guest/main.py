@@ -1,0 +1,55 @@
+"""`devsy-agent` commands: `ssh-server --stdio` (the SSH server), `setup` (prepare once, report), `version`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="devsy-agent", description="devsy's in-guest agent")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    ssh = sub.add_parser("ssh-server", help="serve one SSH connection")
+    ssh.add_argument("--stdio", action="store_true", required=True, help="on stdin/stdout (the only transport)")
+    ssh.add_argument("--workdir", default="", help="where sessions start (default: the user's home)")
+    ssh.add_argument("--log", default=os.environ.get("DEVSY_AGENT_LOG", ""),
+                     help="write debug logs to this file (default: warnings on stderr)")
+    sub.add_parser("setup", help="unpack, create the host key, print a JSON report")
+    sub.add_parser("version", help="print the build and Python tag as JSON")
+    return parser
+
+
+def _configure_logging(path: str) -> None:
+    if path:
+        logging.basicConfig(filename=path, level=logging.DEBUG,
+                            format="%(asctime)s %(process)d %(threadName)s %(name)s %(levelname)s %(message)s")
+        return
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="devsy-agent: %(message)s")
+    # paramiko logs a dropped connection as an error with a traceback; for us that is how every session may end.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+
+def main(argv: list, site: str, build: str) -> int:
+    args = _parser().parse_args(argv)
+    state_dir = os.path.dirname(site)
+    tag = "cp%d%d" % sys.version_info[:2]
+    if args.command == "ssh-server":
+        _configure_logging(args.log)
+        from .server import serve_stdio
+
+        return serve_stdio(state_dir, args.workdir)
+    import json
+
+    report = {"build": build, "python": tag, "python_version": sys.version.split()[0], "site": site}
+    if args.command == "setup":
+        from .fastimport import import_paramiko
+        from .hostkey import load_or_create
+
+        import_paramiko()
+        key = load_or_create(state_dir)
+        report["host_key"] = "%s %s" % (key.get_name(), key.get_base64())
+    print(json.dumps(report, sort_keys=True))
+    return 0

@@ -1,0 +1,122 @@
+"""Starting a session's process as its user: through the user's shell, with pipes or a pseudo-terminal."""
+
+from __future__ import annotations
+
+import fcntl
+import grp
+import os
+import struct
+import subprocess
+import termios
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .accounts import Account
+
+# Variables of the agent's own process that must not leak into sessions.
+_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG")
+
+
+@dataclass(frozen=True)
+class PtySpec:
+    term: str
+    cols: int
+    rows: int
+    width_px: int = 0
+    height_px: int = 0
+
+
+@dataclass
+class SessionSpec:
+    command: Optional[str]  # None: an interactive login shell
+    workdir: str = ""
+    env: dict = field(default_factory=dict)
+    pty: Optional[PtySpec] = None
+
+
+@dataclass
+class Spawned:
+    proc: subprocess.Popen
+    stdin_fd: int
+    stdout_fd: int
+    stderr_fd: Optional[int]  # None with a pty: everything arrives on the terminal
+    master_fd: Optional[int] = None
+
+
+def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
+    """The container's environment (as exec gave it to us), made the user's, plus what the client asked for."""
+    env = {k: v for k, v in os.environ.items() if k not in _AGENT_ONLY}
+    env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell, PWD=cwd)
+    env.update(spec.env)
+    if spec.pty is not None:
+        env["TERM"] = spec.pty.term or env.get("TERM", "xterm")
+    return env
+
+
+def _argv(account: Account, spec: SessionSpec) -> list:
+    if spec.command is None:
+        return ["-" + os.path.basename(account.shell)]  # a leading '-' makes it a login shell, as sshd does
+    return [os.path.basename(account.shell), "-c", spec.command]
+
+
+def _cwd(account: Account, workdir: str) -> str:
+    for candidate in (workdir, account.home, "/"):
+        if candidate and os.path.isdir(candidate):
+            return candidate
+    return "/"
+
+
+def spawn(account: Account, spec: SessionSpec) -> Spawned:
+    """Start the session's process; OSError if it cannot start (its message is shown to the client)."""
+    cwd = _cwd(account, spec.workdir)
+    try:
+        return _spawn(account, spec, cwd)
+    except PermissionError:
+        if cwd == account.home:
+            raise
+        # The workspace folder is not accessible to this user: start in the home directory, as sshd would.
+        return _spawn(account, spec, _cwd(account, ""))
+
+
+def _spawn(account: Account, spec: SessionSpec, cwd: str) -> Spawned:
+    argv, env, identity = _argv(account, spec), session_env(account, spec, cwd), account.popen_identity()
+    if spec.pty is None:
+        proc = subprocess.Popen(argv, executable=account.shell, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, bufsize=0, cwd=cwd, env=env, start_new_session=True,
+                                **identity)
+        return Spawned(proc, proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno())
+    master, slave = os.openpty()
+    try:
+        resize(slave, spec.pty.cols, spec.pty.rows, spec.pty.width_px, spec.pty.height_px)
+        _give_terminal(slave, account)
+        proc = subprocess.Popen(argv, executable=account.shell, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+                                env=env, start_new_session=True, preexec_fn=_acquire_controlling_terminal,
+                                **identity)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    return Spawned(proc, master, master, None, master_fd=master)
+
+
+def _acquire_controlling_terminal() -> None:
+    # Runs in the child after setsid(): make the pty (now fd 0) its controlling terminal, so job control and
+    # /dev/tty work and closing the session hangs it up.
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _give_terminal(slave: int, account: Account) -> None:
+    # Like sshd: the user owns their terminal (group tty, mode 0620), so tools that check it (mesg, script) work.
+    if os.geteuid() != 0 or account.uid == 0:
+        return
+    try:
+        tty_gid = grp.getgrnam("tty").gr_gid
+    except KeyError:
+        tty_gid = -1
+    os.fchown(slave, account.uid, tty_gid)
+    os.fchmod(slave, 0o620)
+
+
+def resize(fd: int, cols: int, rows: int, width_px: int = 0, height_px: int = 0) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, width_px, height_px))

@@ -1,0 +1,160 @@
+"""The SSH server over stdio: paramiko in server mode on the exec pipe, one Session per `exec`/`shell` request.
+
+Authentication: every method succeeds, `none` included. The only way to reach this server is the stdin/stdout of a
+process the host started through the driver's exec (as root); whoever can write to that pipe can already run any
+command as any user in the guest, so a second authentication would add keys and prompts to manage but no security.
+The agent never listens on a network port.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Optional
+
+from .fastimport import import_paramiko
+from .hostkey import load_or_create
+from .pipe_socket import PipeSocket, enlarge_pipe
+from .process import PtySpec, SessionSpec
+from .session import Session
+from .tuning import MAX_PACKET_SIZE, WINDOW_SIZE
+
+paramiko = import_paramiko()
+from paramiko.channel import Channel  # noqa: E402 - after the fast import above
+from paramiko.common import MSG_CHANNEL_REQUEST  # noqa: E402
+
+log = logging.getLogger("devsy_agent.server")
+
+
+def _text(value) -> str:
+    # Names, commands and values are bytes on the wire; surrogateescape keeps non-UTF-8 bytes exact through exec.
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def _request_then_start(channel: Channel, message) -> None:
+    """Handle a channel request, then start a session it created: only after the reply has been sent, so a fast
+    command's exit status can never reach the client before the reply to its `exec` request."""
+    Channel._handle_request(channel, message)
+    server = channel.transport.server_object
+    if isinstance(server, AgentServer):
+        server.start_pending(channel)
+
+
+class _Transport(paramiko.Transport):
+    _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
+    _channel_handler_table[MSG_CHANNEL_REQUEST] = _request_then_start
+
+
+class AgentServer(paramiko.ServerInterface):
+    def __init__(self, workdir: str) -> None:
+        self.username = ""
+        self.workdir = workdir
+        self._lock = threading.Lock()
+        self._specs: dict = {}  # channel id -> SessionSpec collected from env/pty requests
+        self._pending: dict = {}  # channel id -> Session to start once the reply is out
+        self._sessions: dict = {}
+
+    # -- authentication (see the module docstring) --------------------------------------------------------------
+    def get_allowed_auths(self, username: str) -> str:
+        return "none,publickey,password"
+
+    def _accept(self, username: str) -> int:
+        self.username = _text(username)
+        return paramiko.AUTH_SUCCESSFUL
+
+    def check_auth_none(self, username):
+        return self._accept(username)
+
+    def check_auth_password(self, username, password):
+        return self._accept(username)
+
+    def check_auth_publickey(self, username, key):
+        return self._accept(username)
+
+    # -- channels -------------------------------------------------------------------------------------------------
+    def check_channel_request(self, kind, chanid):
+        if kind == "session":
+            return paramiko.OPEN_SUCCEEDED
+        return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    def _spec(self, channel: Channel) -> SessionSpec:
+        with self._lock:
+            return self._specs.setdefault(channel.get_id(), SessionSpec(command=None, workdir=self.workdir))
+
+    def check_channel_env_request(self, channel, name, value):
+        self._spec(channel).env[_text(name)] = _text(value)
+        return True
+
+    def check_channel_pty_request(self, channel, term, width, height, pixelwidth, pixelheight, modes):
+        self._spec(channel).pty = PtySpec(_text(term), width, height, pixelwidth, pixelheight)
+        return True
+
+    def check_channel_shell_request(self, channel):
+        return self._queue(channel, None)
+
+    def check_channel_exec_request(self, channel, command):
+        return self._queue(channel, _text(command))
+
+    def check_channel_subsystem_request(self, channel, name):
+        return False
+
+    def check_channel_window_change_request(self, channel, width, height, pixelwidth, pixelheight):
+        session = self._session(channel)
+        return session is not None and session.resize(width, height, pixelwidth, pixelheight)
+
+    def _queue(self, channel: Channel, command: Optional[str]) -> bool:
+        spec = self._spec(channel)
+        with self._lock:
+            if channel.get_id() in self._pending or channel.get_id() in self._sessions:
+                return False  # one program per session channel (RFC 4254 6.5)
+            spec.command = command
+            self._pending[channel.get_id()] = Session(channel, self.username, spec)
+        return True
+
+    def start_pending(self, channel: Channel) -> None:
+        with self._lock:
+            session = self._pending.pop(channel.get_id(), None)
+            if session is not None:
+                self._sessions[channel.get_id()] = session
+        if session is not None:
+            session.start()
+
+    def _session(self, channel: Channel) -> Optional[Session]:
+        with self._lock:
+            return self._sessions.get(channel.get_id())
+
+    def hangup_all(self) -> None:
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            session.hangup()
+
+
+def serve_stdio(state_dir: str, workdir: str) -> int:
+    """Serve one SSH connection on stdin/stdout until the client disconnects."""
+    # stdout must carry SSH bytes only: keep private copies of both ends, and point fds 0/1 elsewhere so that nothing
+    # else in this process (a stray print, a library warning) can write into the stream or read from it.
+    ssh_in, ssh_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    for fd in (ssh_in, ssh_out):
+        enlarge_pipe(fd)
+    # Closing the write end tells the host the stream ended. The read end stays open until the process exits: the
+    # transport thread may still be in select() on it, and a closed number could be reused by a new pipe.
+    sock = PipeSocket(ssh_in, ssh_out, on_close=lambda: os.close(ssh_out))
+    transport = _Transport(sock, default_window_size=WINDOW_SIZE, default_max_packet_size=MAX_PACKET_SIZE)
+    transport.add_server_key(load_or_create(state_dir))
+    server = AgentServer(workdir)
+    try:
+        transport.start_server(server=server)
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        # End of input before a banner is a client that went away (or was cancelled) before speaking: not news.
+        quiet = isinstance(exc.__cause__ or exc.__context__, EOFError) or isinstance(exc, EOFError)
+        log.log(logging.DEBUG if quiet else logging.WARNING, "SSH handshake failed: %s", exc)
+        return 1
+    transport.join()  # ends when the client disconnects or the stream closes
+    server.hangup_all()
+    return 0

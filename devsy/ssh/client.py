@@ -1,0 +1,151 @@
+"""devsy's SSH client: paramiko over the tunnel's socket, one session, raw bytes both ways.
+
+The agent's host key is not verified: the stream runs inside the driver's exec pipe, which is already authenticated
+by the host (see devsy/agent/guest/server.py), so there is no network peer to impersonate.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from devsy.agent.errors import AgentError
+from devsy.agent.guest.fastimport import import_paramiko
+from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, CIPHERS, HOST_KEY_TYPES, KEX, MAX_PACKET_SIZE, WINDOW_SIZE
+
+HANDSHAKE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class PtyRequest:
+    term: str
+    cols: int
+    rows: int
+
+
+@dataclass
+class SessionRequest:
+    command: str | None  # None: the user's login shell
+    env: dict[str, str] = field(default_factory=dict)
+    pty: PtyRequest | None = None
+
+
+@dataclass(frozen=True)
+class SessionEnd:
+    exit_code: int | None  # None: the channel closed without an exit status
+    signal: str = ""
+
+    def process_exit_code(self) -> int:
+        """What `devsy ssh` exits with: the status, 128+n for a signal, 255 when the guest reported neither."""
+        if self.signal:
+            number = getattr(signal.Signals, f"SIG{self.signal}", None)
+            return 128 + int(number) if number is not None else 255
+        return 255 if self.exit_code is None else self.exit_code
+
+
+def connect(sock: socket.socket, username: str) -> Any:
+    """An authenticated paramiko Transport over `sock`."""
+    paramiko = import_paramiko()
+    transport = _client_transport_class()(sock, default_window_size=WINDOW_SIZE,
+                                          default_max_packet_size=MAX_PACKET_SIZE)
+    options = transport.get_security_options()
+    options.ciphers = CIPHERS
+    options.kex = KEX
+    options.key_types = HOST_KEY_TYPES
+    transport.start_client(timeout=HANDSHAKE_TIMEOUT_S)
+    transport.auth_none(username)
+    if not transport.is_authenticated():
+        raise paramiko.SSHException(f"the agent did not accept user {username!r}")
+    return transport
+
+
+_TRANSPORT_CLASS: Any = None
+
+
+def _client_transport_class() -> Any:
+    """paramiko's Transport, plus `exit-signal` (paramiko clients only understand `exit-status`)."""
+    global _TRANSPORT_CLASS
+    if _TRANSPORT_CLASS is None:
+        paramiko = import_paramiko()
+        from paramiko.channel import Channel
+        from paramiko.common import MSG_CHANNEL_REQUEST
+
+        def handle_request(channel: Any, message: Any) -> None:
+            start = message.packet.tell()
+            if message.get_text() == "exit-signal":
+                message.get_boolean()  # want_reply: always false for exit-signal
+                channel.transport.exit_signals[channel.get_id()] = message.get_text()
+                channel.status_event.set()
+                return
+            message.packet.seek(start)
+            Channel._handle_request(channel, message)
+
+        class ClientTransport(paramiko.Transport):
+            _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
+            _channel_handler_table[MSG_CHANNEL_REQUEST] = handle_request
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.exit_signals: dict[int, str] = {}
+
+        _TRANSPORT_CLASS = ClientTransport
+    return _TRANSPORT_CLASS
+
+
+def open_session(transport: Any, request: SessionRequest) -> Any:
+    """A channel running the request's command (or shell), with its environment and optional pty."""
+    try:
+        channel = transport.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET_SIZE,
+                                         timeout=HANDSHAKE_TIMEOUT_S)
+        for name, value in request.env.items():
+            channel.set_environment_variable(name, value)
+        if request.pty is not None:
+            channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
+        if request.command is None:
+            channel.invoke_shell()
+        else:
+            channel.exec_command(request.command)
+    except Exception as exc:  # paramiko's SSHException, or EOFError/OSError when the stream died meanwhile
+        raise AgentError(f"the agent refused or dropped the session: {exc or type(exc).__name__}",
+                         hint="retry; if it persists, set DEVSY_AGENT_LOG=/tmp/agent.log and read that file in "
+                              "the workspace") from exc
+    return channel
+
+
+def session_end(channel: Any) -> SessionEnd:
+    """The exit status or signal, once the channel has ended (call after its output reached end of file)."""
+    signal_name = channel.transport.exit_signals.get(channel.get_id(), "") if channel.transport else ""
+    if signal_name:
+        return SessionEnd(None, signal_name)
+    return SessionEnd(channel.exit_status if channel.exit_status_ready() and channel.exit_status >= 0 else None)
+
+
+def pump_channel_output(channel: Any, fd: int, stderr: bool, on_broken_pipe: Callable[[], None]) -> threading.Thread:
+    """A thread copying the channel's stdout (or stderr) to `fd` until end of file, byte for byte."""
+    receive = channel.recv_stderr if stderr else channel.recv
+
+    def run() -> None:
+        while True:
+            data = receive(CHANNEL_READ_SIZE)
+            if not data:
+                return
+            try:
+                write_all(fd, data)
+            except BrokenPipeError:
+                on_broken_pipe()  # our reader went away: stop, as OpenSSH does, by closing the channel
+                return
+
+    thread = threading.Thread(target=run, name=f"devsy-ssh-{'stderr' if stderr else 'stdout'}", daemon=True)
+    thread.start()
+    return thread
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -1,0 +1,127 @@
+"""One streaming redaction filter for ordinary output (exec, logs, diagnostics). The SSH tunnel never uses it.
+
+Secrets come from `DEVSY_REDACT` (one secret per line) and from the values a command was given (`--env KEY=VALUE`);
+values shorter than MIN_SECRET_LEN are not treated as secrets, because masking "1" or "yes" everywhere would destroy
+ordinary output while hiding nothing. Each occurrence is replaced by `***`.
+
+Streaming rule: the filter holds back only a tail that could still become a secret, i.e. at most len(secret)-1
+bytes, and releases it as soon as the next bytes show it cannot (or at end of stream). It never holds a byte that
+cannot start a secret, so output that merely ends mid-line, or a binary protocol, is never delayed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from devsy.errors import DevsyError
+
+REDACT_ENV = "DEVSY_REDACT"
+MIN_SECRET_LEN = 4
+MASK = b"***"
+
+
+def configured_secrets(extra: Iterable[str] = ()) -> list[bytes]:
+    """DEVSY_REDACT's lines plus `extra` values, as bytes, without the too-short ones and duplicates."""
+    values = [*os.environ.get(REDACT_ENV, "").splitlines(), *extra]
+    secrets = {v.encode("utf-8", "surrogateescape") for v in values if len(v.encode("utf-8", "surrogateescape"))
+               >= MIN_SECRET_LEN}
+    return sorted(secrets, key=lambda s: (-len(s), s))
+
+
+class Redactor:
+    """Feed bytes in order with `feed`; call `finish` at end of stream. Each returns what may be released now."""
+
+    def __init__(self, secrets: Iterable[bytes]) -> None:
+        ordered = sorted({bytes(s) for s in secrets if s}, key=lambda s: (-len(s), s))
+        # Longest first: at one position the longest secret wins (a secret that contains another is masked whole).
+        self._pattern = re.compile(b"|".join(re.escape(s) for s in ordered)) if ordered else None
+        self._prefixes = {s[:k] for s in ordered for k in range(1, len(s))}
+        self._longest = len(ordered[0]) if ordered else 0
+        self._pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if self._pattern is None:
+            return bytes(data)
+        buffer = self._pending + bytes(data)
+        out, position = [], 0
+        while True:
+            hold = self._hold_start(buffer, position)
+            match = self._pattern.search(buffer, position)
+            if match is not None and match.start() < hold:
+                out += [buffer[position:match.start()], MASK]
+                position = match.end()
+                continue
+            out.append(buffer[position:hold])
+            self._pending = buffer[hold:]
+            return b"".join(out)
+
+    def finish(self) -> bytes:
+        """End of stream: nothing more can complete a secret, so mask whole ones and release the rest."""
+        if self._pattern is None:
+            return b""
+        rest, self._pending = self._pending, b""
+        return self._pattern.sub(MASK, rest)
+
+    def _hold_start(self, buffer: bytes, position: int) -> int:
+        """Index of the earliest tail of `buffer` that is a proper prefix of a secret (len(buffer) if none)."""
+        for start in range(max(position, len(buffer) - self._longest + 1), len(buffer)):
+            if buffer[start:] in self._prefixes:
+                return start
+        return len(buffer)
+
+
+class RedactingWriter:
+    """A binary stream that redacts what it passes to `target`; `close()` flushes the held tail (not the target).
+
+    Thread-safe: the driver writes stdout and stderr from different threads, each through its own writer, but a
+    writer may also be flushed from the main thread at the end.
+    """
+
+    def __init__(self, target: BinaryIO, secrets: Iterable[bytes]) -> None:
+        self._target = target
+        self._redactor = Redactor(secrets)
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:
+        with self._lock:
+            released = self._redactor.feed(data)
+            if released:
+                self._target.write(released)
+        return len(data)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._target.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            rest = self._redactor.finish()
+            if rest:
+                self._target.write(rest)
+            self._target.flush()
+
+
+def redact_text(text: str, secrets: Iterable[bytes] | None = None) -> str:
+    """A whole message (an error, a diagnostic) with the configured secrets masked."""
+    redactor = Redactor(configured_secrets() if secrets is None else secrets)
+    raw = text.encode("utf-8", "surrogateescape")
+    return (redactor.feed(raw) + redactor.finish()).decode("utf-8", "surrogateescape")
+
+
+def redact_error(error: DevsyError) -> DevsyError:
+    """The same error with the configured secrets masked in its message and hint (it is about to be printed)."""
+    secrets = configured_secrets()
+    if secrets:
+        error.message, error.hint = redact_text(error.message, secrets), redact_text(error.hint, secrets)
+    return error

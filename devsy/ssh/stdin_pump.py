@@ -1,0 +1,83 @@
+"""Copying our stdin into a session until end of file, and stopping that copy promptly when the session ends.
+
+A stream with a descriptor (a tty, pipe, socket or file) is watched with select() together with a wake pipe, so
+stop() ends the loop at once and the descriptor is never closed: it belongs to the caller. A stream without a
+descriptor can only be unblocked by closing it, which we do on stop() only when we own it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import threading
+from collections.abc import Callable
+from typing import BinaryIO
+
+_CHUNK = 1024 * 1024
+
+
+class StdinPump(threading.Thread):
+    def __init__(self, source: BinaryIO, sink: Callable[[bytes], None], on_eof: Callable[[], None], *,
+                 owns_source: bool = False) -> None:
+        super().__init__(name="devsy-ssh-stdin", daemon=True)
+        self._source = source
+        self._sink = sink
+        self._on_eof = on_eof
+        self._owns = owns_source
+        self._stopping = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._wake_lock = threading.Lock()  # the wake pipe is closed by run() and written by stop()
+        self._wake_open = True
+        self.error: BaseException | None = None
+
+    def stop(self) -> None:
+        """End the copy loop; closes the source only if we own it and it has no descriptor to wait on."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        with self._wake_lock:
+            if self._wake_open:
+                os.write(self._wake_w, b"!")
+        if self._owns and _fileno(self._source) is None:
+            try:
+                self._source.close()
+            except (OSError, ValueError):
+                pass
+
+    def run(self) -> None:
+        try:
+            self._copy()
+        except (OSError, ValueError, EOFError) as exc:
+            if not self._stopping.is_set():
+                self.error = exc  # the session may already be gone; the caller decides whether it matters
+        finally:
+            with self._wake_lock:
+                self._wake_open = False
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+
+    def _copy(self) -> None:
+        fd = _fileno(self._source)
+        while not self._stopping.is_set():
+            if fd is not None:
+                ready, _, _ = select.select([fd, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    return
+                data = os.read(fd, _CHUNK)
+            else:
+                read1 = getattr(self._source, "read1", None)
+                data = read1(_CHUNK) if read1 else self._source.read(_CHUNK)
+            if self._stopping.is_set():
+                return
+            if not data:
+                self._on_eof()
+                return
+            self._sink(data)
+
+
+def _fileno(stream: BinaryIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None

@@ -1,0 +1,45 @@
+"""The local terminal of an interactive `devsy ssh`: raw mode while the session runs, and its size (with SIGWINCH)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import termios
+import tty
+from collections.abc import Callable, Iterator
+
+
+def size(fd: int) -> tuple[int, int]:
+    """(columns, rows) of the terminal on `fd`; 80x24 when it does not say."""
+    try:
+        columns, rows = os.get_terminal_size(fd)
+    except OSError:
+        return 80, 24
+    return columns or 80, rows or 24
+
+
+@contextlib.contextmanager
+def raw_mode(fd: int) -> Iterator[None]:
+    """Keys (Ctrl-C included) go to the remote terminal as bytes; the local settings come back afterwards."""
+    saved = termios.tcgetattr(fd)
+    # TCSADRAIN, as OpenSSH does: the default TCSAFLUSH would throw away what the user typed ahead.
+    tty.setraw(fd, termios.TCSADRAIN)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+@contextlib.contextmanager
+def on_resize(fd: int, callback: Callable[[int, int], None]) -> Iterator[None]:
+    """Call `callback(columns, rows)` whenever the terminal on `fd` changes size."""
+
+    def handler(_signum: int, _frame: object) -> None:
+        callback(*size(fd))
+
+    previous = signal.signal(signal.SIGWINCH, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGWINCH, previous)

@@ -1,0 +1,148 @@
+"""The byte pipe to the agent's `ssh-server --stdio`: driver.exec of the agent, wired to a descriptor and a writer.
+
+Bytes for the agent are read from `input_fd` only after the agent has written its first byte (its SSH banner). So if
+the agent file is missing in the guest (exit 199, nothing written), not one byte of the client's stream has been
+consumed, and the tunnel delivers the agent and starts it again on the same descriptor: the SSH client (paramiko or
+OpenSSH) never notices. The descriptor belongs to the caller and is never closed here.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import threading
+from collections.abc import Callable
+from typing import BinaryIO
+
+from devsy.agent.install import EXIT_AGENT_MISSING, launch_argv
+from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
+
+_CHUNK = 1024 * 1024
+
+
+class GatedInput(io.RawIOBase):
+    """The exec's stdin: reads `fd` once the gate is open; close() wakes a blocked read at once.
+
+    It has no fileno() on purpose, so the driver reads through read1(), where the gate and close() apply.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._gate = threading.Event()
+        self._closing = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._wake_lock = threading.Lock()  # written from other threads, closed by dispose()
+        self._wake_open = True
+
+    def readable(self) -> bool:
+        return True
+
+    def open_gate(self) -> None:
+        if not self._gate.is_set():
+            self._gate.set()
+            self._wake()
+
+    def read1(self, size: int = _CHUNK) -> bytes:
+        """Up to `size` bytes once the gate is open; b"" when closed or at end of input. The driver calls this
+        (rather than readinto) when it exists, which saves two copies of every chunk."""
+        while not self._closing.is_set():
+            watch = [self._wake_r, self._fd] if self._gate.is_set() else [self._wake_r]
+            ready, _, _ = select.select(watch, [], [])
+            if self._closing.is_set():
+                break
+            if self._fd in ready:
+                return os.read(self._fd, min(size if size > 0 else _CHUNK, _CHUNK))
+            os.read(self._wake_r, 64)  # a gate or close notice; the loop re-reads the flags
+        return b""
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        data = self.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self._closing.is_set():
+            self._closing.set()
+            self._wake()
+        super().close()
+
+    def dispose(self) -> None:
+        """Release the wake pipe, once exec has returned (its stdin copier no longer reads)."""
+        self.close()
+        with self._wake_lock:
+            if self._wake_open:
+                self._wake_open = False
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if self._wake_open:
+                os.write(self._wake_w, b"!")
+
+
+class _AgentOutput(io.RawIOBase):
+    """The exec's stdout: passes bytes on untouched and opens the input gate at the first one."""
+
+    def __init__(self, write: Callable[[bytes], None], gate: GatedInput) -> None:
+        super().__init__()
+        self._write = write
+        self._gate = gate
+        self.seen = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        if data:
+            self._write(bytes(data))
+            if not self.seen:
+                self.seen = True
+                self._gate.open_gate()
+        return len(data)
+
+
+class AgentTunnel:
+    """Runs the agent over driver exec (in the calling thread with run(), or in a thread with start())."""
+
+    def __init__(self, driver: Driver, workspace_id: str, guest_path: str, args: list[str], *, input_fd: int,
+                 write_output: Callable[[bytes], None], stderr: BinaryIO, cancel: CancelToken,
+                 redeliver: Callable[[], str], on_end: Callable[[], None] = lambda: None) -> None:
+        self.driver, self.workspace_id, self.guest_path, self.args = driver, workspace_id, guest_path, args
+        self.input_fd, self.write_output, self.stderr, self.cancel = input_fd, write_output, stderr, cancel
+        self.redeliver, self.on_end = redeliver, on_end
+        self.result: ExecResult | None = None
+        self.error: BaseException | None = None
+        self.output_seen = False
+        self._thread = threading.Thread(target=self.run, name="devsy-ssh-tunnel", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def run(self) -> None:
+        try:
+            self.result = self._attempt()
+            if self.result.exit_code == EXIT_AGENT_MISSING and not self.output_seen and not self.cancel.is_cancelled():
+                self.guest_path = self.redeliver()
+                self.result = self._attempt()
+        except BaseException as exc:  # reported by the caller after join(); a thread cannot raise to it
+            self.error = exc
+        finally:
+            self.on_end()
+
+    def _attempt(self) -> ExecResult:
+        gated = GatedInput(self.input_fd)
+        output = _AgentOutput(self.write_output, gated)
+        request = ExecRequest(argv=launch_argv(self.guest_path, *self.args), stdin=gated, owns_stdin=True,
+                              stdout=output, stderr=self.stderr, user="0", cancel=self.cancel)  # type: ignore
+        try:
+            return self.driver.exec(self.workspace_id, request)
+        finally:
+            self.output_seen = self.output_seen or output.seen
+            gated.dispose()

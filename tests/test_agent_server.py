@@ -1,0 +1,77 @@
+"""The agent's SSH server run directly (no container) by the oldest and newest supported CPython found here:
+exec with separate streams, exit status and signal, environment, pty, and a second channel on one connection."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from devsy.agent.build import build_agent
+from devsy.agent.guest.pipe_socket import PipeSocket
+from devsy.ssh.client import PtyRequest, SessionRequest, connect, open_session, session_end
+
+
+def _pythons() -> list:
+    found = [sys.executable]
+    for minor in ("3.9", "3.13"):
+        found += sorted(glob.glob(f"/root/.pyenv/versions/{minor}.*/bin/python{minor}"))[:1]
+    return found
+
+
+@pytest.fixture(params=_pythons(), ids=lambda p: os.path.basename(p))
+def agent_transport(request, tmp_path):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DEVSY_AGENT_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen([request.param, "-E", "-S", str(build_agent().path), "ssh-server", "--stdio",
+                             "--workdir", str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    transport = connect(PipeSocket(proc.stdout.fileno(), proc.stdin.fileno()), "root")
+    yield transport, tmp_path
+    transport.close()
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0  # the agent exits by itself once the client is gone
+    proc.stdout.close()
+
+
+def _run(transport, request: SessionRequest, stdin: bytes = b"") -> tuple[bytes, bytes, object]:
+    channel = open_session(transport, request)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda: out.extend(iter(lambda: channel.recv(1 << 20), b""))),
+               threading.Thread(target=lambda: err.extend(iter(lambda: channel.recv_stderr(1 << 20), b"")))]
+    for reader in readers:
+        reader.start()
+    channel.sendall(stdin)
+    channel.shutdown_write()
+    for reader in readers:
+        reader.join(30)
+    channel.status_event.wait(30)
+    return b"".join(out), b"".join(err), session_end(channel)
+
+
+def test_exec_streams_status_env_and_workdir(agent_transport):
+    transport, workdir = agent_transport
+    out, err, end = _run(transport, SessionRequest('cat; printf "%s|%s" "$DEMO" "$PWD"; printf e >&2; exit 23',
+                                                   env={"DEMO": "v a l"}), stdin=b"\x00in\xff")
+    assert (out, err) == (b"\x00in\xffv a l|" + str(workdir).encode(), b"e")
+    assert (end.exit_code, end.signal) == (23, "")
+
+
+def test_signal_death_is_reported_as_exit_signal(agent_transport):
+    transport, _ = agent_transport
+    _, _, end = _run(transport, SessionRequest("kill -KILL $$"))
+    assert (end.signal, end.process_exit_code()) == ("KILL", 137)
+
+
+def test_pty_session_sees_a_terminal_of_the_requested_size(agent_transport):
+    transport, _ = agent_transport
+    out, err, end = _run(transport, SessionRequest('test -t 0 && stty size && echo "$TERM"',
+                                                   pty=PtyRequest("vt100", cols=77, rows=11)))
+    assert out.replace(b"\r\n", b"\n") == b"11 77\nvt100\n" and err == b"" and end.exit_code == 0
+
+
+def test_sessions_run_one_after_another_on_one_connection(agent_transport):
+    transport, _ = agent_transport
+    assert [_run(transport, SessionRequest(f"echo {i}"))[0] for i in range(3)] == [b"0\n", b"1\n", b"2\n"]

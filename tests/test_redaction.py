@@ -1,0 +1,111 @@
+"""The streaming redaction filter: masks secrets split anywhere, and never holds a byte that cannot start one."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+from devsy.ssh.redaction import MASK, RedactingWriter, Redactor, configured_secrets, redact_text
+
+SECRET = b"s3cr3t-token"
+
+
+class HoldsLastByte:
+    """The seed regression: a filter that always keeps the last byte back 'in case' it starts a secret."""
+
+    def __init__(self, secrets: list[bytes]) -> None:
+        self._inner = Redactor(secrets)
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        out = self._inner.feed(self._held + data)
+        out, self._held = out[:-1], out[-1:]
+        return out
+
+    def finish(self) -> bytes:
+        return self._inner.feed(self._held) + self._inner.finish()
+
+
+def release_violations(make_filter) -> list[str]:
+    """Feed chunks that do not end in the start of a secret: every byte must come out at once (nothing held)."""
+    chunks = [b"SSH-2.0-paramiko\r\n", b"\x00\x00\x01\x0c\x0a\x14", b"hello s3cr3t-tokeX", b"\xff" * 3, b"z"]
+    violations = []
+    flt, sent, received = make_filter([SECRET]), b"", b""
+    for chunk in chunks:
+        sent += chunk
+        received += flt.feed(chunk)
+        if received != sent:
+            violations.append(f"after {chunk!r}: released {len(received)} of {len(sent)} bytes")
+    return violations
+
+
+def test_regression_a_filter_holding_the_last_byte_is_caught():
+    assert release_violations(HoldsLastByte), "the check must fail for a filter that holds the last byte"
+
+
+def test_regression_this_filter_releases_every_byte_that_cannot_start_a_secret():
+    assert release_violations(Redactor) == []
+
+
+@pytest.mark.parametrize("cut", range(1, len(SECRET)))
+def test_a_secret_split_at_any_point_is_masked(cut):
+    flt = Redactor([SECRET])
+    out = flt.feed(b"a " + SECRET[:cut])
+    assert out == b"a "  # only the possible start is held back
+    out += flt.feed(SECRET[cut:] + b" b")
+    assert out + flt.finish() == b"a " + MASK + b" b"
+
+
+def test_a_held_prefix_is_released_as_soon_as_it_cannot_be_a_secret():
+    flt = Redactor([SECRET])
+    assert flt.feed(b"x s3cr") == b"x "
+    assert flt.feed(b"e") == b"s3cre"  # "s3cre" cannot start "s3cr3t-token"
+    assert flt.finish() == b""
+
+
+def test_never_holds_more_than_len_minus_one_bytes():
+    flt = Redactor([SECRET])
+    data = SECRET[:-1]
+    assert flt.feed(data) == b""
+    assert len(data) == len(SECRET) - 1
+    assert flt.feed(b"!") == data + b"!"
+
+
+def test_end_of_stream_releases_the_held_tail():
+    flt = Redactor([SECRET])
+    assert flt.feed(b"ends with s3c") == b"ends with "
+    assert flt.finish() == b"s3c"
+
+
+def test_longest_secret_wins_and_overlaps_are_masked():
+    flt = Redactor([b"abcd", b"abcdefgh", b"xyz1"])
+    out = flt.feed(b"1abcdefgh2abcd3xyz") + flt.feed(b"1") + flt.finish()
+    assert out == b"1" + MASK + b"2" + MASK + b"3" + MASK
+
+
+def test_without_secrets_bytes_pass_untouched():
+    flt = Redactor([])
+    data = os.urandom(4096)
+    assert flt.feed(data) == data and flt.finish() == b""
+
+
+def test_configured_secrets_reads_lines_and_skips_short_values(monkeypatch):
+    monkeypatch.setenv("DEVSY_REDACT", "first-secret\nab\n\nsecond")
+    assert configured_secrets(["from-env-value", "1"]) == [b"from-env-value", b"first-secret", b"second"]
+
+
+def test_writer_masks_across_writes_and_flushes_on_close():
+    target = io.BytesIO()
+    writer = RedactingWriter(target, [SECRET])
+    for piece in (b"key=s3c", b"r3t-token; tail=s3"):
+        writer.write(piece)
+    assert target.getvalue() == b"key=" + MASK + b"; tail="
+    writer.close()
+    assert target.getvalue() == b"key=" + MASK + b"; tail=s3"
+
+
+def test_redact_text_masks_whole_messages(monkeypatch):
+    monkeypatch.setenv("DEVSY_REDACT", "hunter22")
+    assert redact_text("password hunter22 rejected") == "password *** rejected"

@@ -1,0 +1,86 @@
+"""`devsy ssh WS` from a terminal: a login shell on a pseudo-terminal, its size, resizes, and its exit code."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import termios
+import time
+
+from conftest import DEVSY, cli_env
+
+
+class Terminal:
+    """`devsy ssh` running on a pty we control, like a user's terminal."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], rows: int, cols: int) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: becomes devsy ssh on the pty
+            os.execve(argv[0], argv, env)
+        self.resize(rows, cols, notify=False)
+        self.output = b""
+
+    def resize(self, rows: int, cols: int, notify: bool = True) -> None:
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        if notify:
+            os.kill(self.pid, signal.SIGWINCH)
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def expect(self, token: bytes, timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while token not in self.output and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            try:
+                self.output += os.read(self.fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+        return token in self.output
+
+    def wait(self, timeout: float = 30) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            self.expect(b"\0never\0", timeout=0.2)  # keep draining output so the child never blocks on it
+        os.kill(self.pid, signal.SIGKILL)
+        return None
+
+
+def test_interactive_shell_has_a_terminal_that_follows_resizes(devsy, running_workspace):
+    env = cli_env(devsy, TERM="xterm-256color")
+    term = Terminal([*DEVSY, "ssh", running_workspace], env, rows=31, cols=101)
+    # Markers are computed by the shell ($((...))), so the echo of what we type never matches them.
+    term.type('tty; echo "size=$(stty size) term=$TERM user=$(id -un) mark$((40+2))"\n')
+    assert term.expect(b"mark42"), term.output
+    assert b"size=31 101 term=xterm-256color user=dev mark42" in term.output
+    assert b"/dev/pts/" in term.output
+    term.resize(45, 132)
+    # The resize travels as an SSH window-change; ask until the shell sees it (bounded).
+    deadline, seen = time.monotonic() + 20, False
+    while not seen and time.monotonic() < deadline:
+        term.type('echo "now=$(stty size) mark$((50+1))"\n')
+        seen = term.expect(b"now=45 132 mark51", timeout=2)
+    assert seen, term.output
+    term.type("exit 7\n")
+    assert term.wait() == 7
+
+
+def test_ctrl_c_reaches_the_remote_program_not_devsy(devsy, running_workspace):
+    term = Terminal([*DEVSY, "ssh", running_workspace], cli_env(devsy, TERM="xterm"), rows=24, cols=80)
+    program = "import time\ntry:\n    print('wait' + 'ing', flush=True); time.sleep(4242)\nexcept KeyboardInterrupt:\n" \
+              "    print('interrupted-%d' % 42)"
+    term.type(f'python3 -c "{program}"\n')
+    assert term.expect(b"waiting"), term.output
+    term.type("\x03")  # in raw mode this is a byte for the remote terminal, which turns it into SIGINT
+    assert term.expect(b"interrupted-42"), term.output
+    term.type("exit\n")
+    assert term.wait() == 0

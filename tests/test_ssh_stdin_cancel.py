@@ -1,0 +1,107 @@
+"""Unit regressions: a copy loop blocked on stdin ends at once on cancel; owned streams are closed exactly once,
+caller-owned descriptors never."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+
+from devsy.ssh.stdin_pump import StdinPump
+from devsy.ssh.tunnel import GatedInput
+
+
+class BlockingSource(io.RawIOBase):
+    """A stream without a descriptor whose read blocks until it is closed (like a pipe nobody writes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._released = threading.Event()
+        self.reading = threading.Event()
+        self.close_calls = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self.reading.set()
+        self._released.wait()
+        return 0
+
+    def close(self) -> None:
+        if not self.closed:
+            self.close_calls += 1
+            self._released.set()
+        super().close()
+
+
+def test_owned_blocked_stdin_is_closed_on_cancel_and_the_loop_ends():
+    source = BlockingSource()
+    received: list[bytes] = []
+    pump = StdinPump(source, received.append, on_eof=lambda: None, owns_source=True)
+    pump.start()
+    assert source.reading.wait(5)
+    pump.stop()
+    pump.join(5)
+    assert not pump.is_alive(), "a copy loop blocked on owned stdin must end when cancelled"
+    assert source.close_calls == 1
+    pump.stop()  # a second cancel changes nothing
+    assert source.close_calls == 1
+
+
+def test_caller_owned_descriptor_is_never_closed_and_the_loop_still_ends():
+    read_fd, write_fd = os.pipe()
+    caller_stdin = os.fdopen(read_fd, "rb", buffering=0)
+    try:
+        pump = StdinPump(caller_stdin, lambda data: None, on_eof=lambda: None)
+        pump.start()
+        pump.stop()
+        pump.join(5)
+        assert not pump.is_alive()
+        assert not caller_stdin.closed
+        os.fstat(read_fd)  # still open
+    finally:
+        caller_stdin.close()
+        os.close(write_fd)
+
+
+def test_pump_copies_until_end_of_file_then_signals_it():
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"abc" * 1000)
+    os.close(write_fd)
+    received: list[bytes] = []
+    eof = threading.Event()
+    with os.fdopen(read_fd, "rb", buffering=0) as stdin:
+        pump = StdinPump(stdin, received.append, on_eof=eof.set)
+        pump.start()
+        pump.join(5)
+    assert eof.is_set() and b"".join(received) == b"abc" * 1000
+
+
+def test_gated_input_reads_nothing_before_the_gate_and_close_wakes_it():
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"client banner")
+    gated = GatedInput(read_fd)
+    results: list[bytes] = []
+    reader = threading.Thread(target=lambda: results.append(gated.read(64)))
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive() and results == [], "nothing may be consumed before the agent has spoken"
+    gated.close()
+    reader.join(5)
+    assert results == [b""]
+    gated.dispose()
+    assert os.read(read_fd, 64) == b"client banner"  # still there for the next attempt; fd not closed
+    os.close(read_fd)
+    os.close(write_fd)
+
+
+def test_gated_input_passes_bytes_once_open():
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"data")
+    gated = GatedInput(read_fd)
+    gated.open_gate()
+    assert gated.read(64) == b"data"
+    gated.dispose()
+    os.close(read_fd)
+    os.close(write_fd)
