@@ -7,7 +7,7 @@ import io
 import os
 import threading
 
-from devsy.ssh.stdin_pump import StdinPump
+from devsy.stdin_pump import StdinPump
 from devsy.ssh.tunnel import GatedInput
 
 

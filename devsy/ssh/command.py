@@ -27,7 +27,7 @@ from devsy.ssh import terminal
 from devsy.ssh.client import (PtyRequest, SessionEnd, SessionRequest, connect, open_session, pump_channel_output,
                               session_end, write_all)
 from devsy.ssh.redaction import RedactingWriter, configured_secrets
-from devsy.ssh.stdin_pump import StdinPump
+from devsy.stdin_pump import StdinPump
 from devsy.ssh.tunnel import AgentTunnel
 
 # After the session ended or was cancelled, the tunnel ends within the driver's own bounds (kill + drain).

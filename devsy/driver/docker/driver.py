@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
 import threading
 from typing import Any, BinaryIO
@@ -24,9 +25,10 @@ from devsy.driver.base import (
 )
 from devsy.driver.docker import container_spec, process_tree
 from devsy.driver.docker.engine import connect, engine_errors
-from devsy.driver.docker.exec_stream import AttachedExec, StdinCopier, pump_output, raise_copy_error
+from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.reuse import check_reuse
+from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
 
 # How long a cancelled command's output may keep flowing after its tree was killed before we cut the connection.
@@ -187,10 +189,12 @@ class DockerDriver:
                 environment=[f"{k}={v}" for k, v in request.env.items()] or None,
             )["Id"]
             attached = AttachedExec(api, exec_id)
-        copier = StdinCopier(request, attached)
+        copier = StdinPump(request.stdin or io.BytesIO(b""), attached.send, attached.close_stdin,
+                           owns_source=request.owns_stdin)
         wake = threading.Event()  # set on cancellation or when the output has ended
         finished = threading.Event()
-        unsubscribe = request.cancel.on_cancel(wake.set)
+        # Stop the input copy at once on cancel, so the command cannot see end of input and exit before the kill.
+        unsubscribe = request.cancel.on_cancel(lambda: (copier.stop(), wake.set()))
         canceller = threading.Thread(target=self._cancel_when_asked, name="devsy-exec-cancel", daemon=True,
                                      args=(container.id, token, request, attached, copier, wake, finished))
         copier.start()
@@ -207,11 +211,12 @@ class DockerDriver:
             attached.close()
             canceller.join(timeout=_KILL_TIMEOUT_S + _CANCEL_DRAIN_S)
             copier.join(timeout=_KILL_TIMEOUT_S)
-        raise_copy_error(copier)
+        if copier.error is not None:
+            raise DriverError(f"copying stdin into the command failed: {copier.error}") from copier.error
         return ExecResult(exit_code=self._exit_code(exec_id, cancelled=request.cancel.is_cancelled()))
 
     def _cancel_when_asked(self, container_id: str, token: str, request: ExecRequest, attached: AttachedExec,
-                           copier: StdinCopier, wake: threading.Event, finished: threading.Event) -> None:
+                           copier: StdinPump, wake: threading.Event, finished: threading.Event) -> None:
         wake.wait()
         if finished.is_set() or not request.cancel.is_cancelled():
             return

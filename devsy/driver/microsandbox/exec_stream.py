@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import select
 import subprocess
 import threading
 from typing import BinaryIO
@@ -19,11 +18,9 @@ from devsy.driver.base import ExecRequest, ExecResult
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.process import Terminator, stop_group
 from devsy.errors import DriverError
+from devsy.stdin_pump import StdinPump
 
 _CHUNK = 64 * 1024
-# How often a copier blocked on a caller-owned descriptor looks at its stop flag; data itself is forwarded as soon
-# as select() reports it, so this only bounds how late a stop is noticed.
-_STOP_POLL_S = 0.2
 _EXIT_AFTER_EOF_S = 30.0
 CANCELLED_EXIT_CODE = 130
 
@@ -44,7 +41,10 @@ def run_exec(msb: MsbClient, name: str, request: ExecRequest) -> ExecResult:
     proc = msb.spawn(exec_argv(name, request), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, bufsize=0)
     terminator = Terminator(proc)
-    copier = _StdinCopier(request, proc)
+    assert proc.stdin is not None
+    sink = proc.stdin
+    copier = StdinPump(request.stdin or io.BytesIO(b""), lambda data: _write_all(sink.fileno(), data), sink.close,
+                       owns_source=request.owns_stdin)
     pumps = [_Pump(proc.stdout, request.stdout, request), _Pump(proc.stderr, request.stderr, request)]
 
     def on_cancel() -> None:  # may run in a signal handler: nothing here blocks
@@ -71,11 +71,13 @@ def run_exec(msb: MsbClient, name: str, request: ExecRequest) -> ExecResult:
         copier.stop()
         for thread in (copier, *pumps):
             thread.join()
+        with contextlib.suppress(OSError):
+            sink.close()  # a stopped pump leaves msb's stdin open; nothing writes to it any more
         terminator.disarm()
     return _result(proc, terminator, copier, pumps)
 
 
-def _result(proc: subprocess.Popen, terminator: Terminator, copier: _StdinCopier, pumps: list[_Pump]) -> ExecResult:
+def _result(proc: subprocess.Popen, terminator: Terminator, copier: StdinPump, pumps: list[_Pump]) -> ExecResult:
     if terminator.fired:
         return ExecResult(exit_code=CANCELLED_EXIT_CODE)
     for failed in (copier.error, *(pump.error for pump in pumps)):
@@ -119,57 +121,7 @@ class _Pump(threading.Thread):
         return False  # keep draining, so msb never blocks on a full pipe while it is being stopped
 
 
-class _StdinCopier(threading.Thread):
-    """Copies the request's stdin into msb, then closes msb's stdin (EOF). Never closes a caller-owned stream."""
-
-    def __init__(self, request: ExecRequest, proc: subprocess.Popen) -> None:
-        super().__init__(name="devsy-msb-exec-stdin", daemon=True)
-        assert proc.stdin is not None
-        self._request, self._sink = request, proc.stdin
-        self._stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def stop(self) -> None:
-        """End the copy; closes stdin only when the driver owns it, so a blocked read returns."""
-        self._stopping.set()
-        if self._request.owns_stdin and self._request.stdin is not None:
-            with contextlib.suppress(Exception):
-                self._request.stdin.close()
-
-    def run(self) -> None:
-        try:
-            if self._request.stdin is not None:
-                self._copy(self._request.stdin)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the command exited without reading all of its input: that is its right
-        except (OSError, ValueError) as exc:
-            if not self._stopping.is_set():
-                self.error = exc
-        finally:
-            with contextlib.suppress(OSError):
-                self._sink.close()
-
-    def _copy(self, source: BinaryIO) -> None:
-        fd = _fileno(source)
-        sink = self._sink.fileno()
-        while not self._stopping.is_set():
-            if fd is not None and not select.select([fd], [], [], _STOP_POLL_S)[0]:
-                continue
-            data = os.read(fd, _CHUNK) if fd is not None else _read_some(source)
-            if not data:
-                return
-            view = memoryview(data)
-            while view:
-                view = view[os.write(sink, view):]
-
-
-def _fileno(stream: BinaryIO) -> int | None:
-    try:
-        return stream.fileno()
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return None
-
-
-def _read_some(stream: BinaryIO) -> bytes:
-    read1 = getattr(stream, "read1", None)
-    return read1(_CHUNK) if read1 else stream.read(_CHUNK)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

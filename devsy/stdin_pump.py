@@ -1,12 +1,19 @@
-"""Copying our stdin into a session until end of file, and stopping that copy promptly when the session ends.
+"""Copying a command's stdin into its transport until end of file, and stopping that copy promptly.
+
+One pump serves every transport (docker exec, msb exec, the SSH channel): `sink` writes bytes, `on_eof` half-closes.
+At end of input, or when reading the input fails, the pump calls `on_eof` so the command is not left waiting. When
+it was stopped (the command ended, or was cancelled) it does not: a cancelled command must not see a clean end of
+input and exit normally before it is killed.
 
 A stream with a descriptor (a tty, pipe, socket or file) is watched with select() together with a wake pipe, so
-stop() ends the loop at once and the descriptor is never closed: it belongs to the caller. A stream without a
-descriptor can only be unblocked by closing it, which we do on stop() only when we own it.
+stop() ends the loop at once without closing anything. A stream without a descriptor can only be unblocked by
+closing it, which stop() does only when we own it. A caller-owned stream is never closed; an owned one is closed
+when the copy is over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import select
@@ -48,6 +55,8 @@ class StdinPump(threading.Thread):
     def run(self) -> None:
         try:
             self._copy()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command stopped reading; it may exit without reading all of its input, that is its right
         except (OSError, ValueError, EOFError) as exc:
             if not self._stopping.is_set():
                 self.error = exc  # the session may already be gone; the caller decides whether it matters
@@ -56,6 +65,12 @@ class StdinPump(threading.Thread):
                 self._wake_open = False
                 os.close(self._wake_r)
                 os.close(self._wake_w)
+            if not self._stopping.is_set():
+                with contextlib.suppress(OSError, EOFError):
+                    self._on_eof()
+            if self._owns:
+                with contextlib.suppress(OSError, ValueError):
+                    self._source.close()  # ours to close once the copy is over, however it ended
 
     def _copy(self) -> None:
         fd = _fileno(self._source)
@@ -71,7 +86,6 @@ class StdinPump(threading.Thread):
             if self._stopping.is_set():
                 return
             if not data:
-                self._on_eof()
                 return
             self._sink(data)
 
