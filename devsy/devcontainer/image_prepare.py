@@ -83,7 +83,8 @@ def _build(client: docker.DockerClient, build: BuildConfig, workspace_id: str, n
     with progress.step(f"building image {tag}"), engine_errors(f"building image {tag}"):
         stream = client.api.build(
             path=str(build.context), dockerfile=dockerfile, tag=tag, buildargs=build.args or None,
-            target=build.target, rm=True, forcerm=True, decode=True, network_mode=None if network_mode == "default" else network_mode,
+            target=build.target, rm=True, forcerm=True, decode=True,
+            network_mode=None if network_mode == "default" else network_mode,
             labels={LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id},
         )
         for event in stream:
