@@ -5,12 +5,16 @@ from __future__ import annotations
 from conftest import HOST_NET, containers_of, make_project
 
 
-def test_dockerfile_build_is_used(devsy, ws_id, guest_image, tmp_path):
+def test_dockerfile_build_is_used_and_removed_on_delete(devsy, ws_id, guest_image, tmp_path, docker_client):
     project = make_project(tmp_path / "p", {"build": {"dockerfile": "Dockerfile", "args": {"GREETING": "hi"}}})
     (project / ".devcontainer" / "Dockerfile").write_text(
         f"FROM {guest_image}\nARG GREETING\nRUN echo \"$GREETING from build\" > /built.txt\n")
     devsy.up(project, "--id", ws_id, *HOST_NET)
     assert devsy.run("exec", ws_id, "--", "cat", "/built.txt").stdout == b"hi from build\n"
+    built = {"label": [f"dev.devsy.workspace={ws_id}"]}
+    assert len(docker_client.images.list(filters=built)) == 1
+    assert devsy.run("delete", ws_id).returncode == 0
+    assert docker_client.images.list(filters=built) == []
 
 
 def test_broken_dockerfile_reports_build_output(devsy, ws_id, guest_image, tmp_path, docker_client):

@@ -16,7 +16,7 @@ import docker.errors
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors
-from devsy.errors import ImageError
+from devsy.errors import BackendUnavailable, ImageError
 from devsy.progress import Progress
 
 
@@ -98,3 +98,20 @@ def _build(client: docker.DockerClient, build: BuildConfig, workspace_id: str, n
                 tail.append(text)
                 progress.raw(text.encode())
     return tag
+
+
+def remove_built_images(workspace_id: str) -> None:
+    """Remove the images devsy built for this workspace (found by label). An image still used elsewhere is left in
+    place, and a host without a Docker engine has none to remove."""
+    try:
+        client = connect()
+    except BackendUnavailable:
+        return
+    with engine_errors(f"removing the images built for workspace {workspace_id}"):
+        images = client.images.list(filters={"label": [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={workspace_id}"]})
+        for image in images:
+            for tag in image.tags:
+                try:
+                    client.images.remove(tag)
+                except docker.errors.APIError:
+                    pass  # in use by another container, or already gone: a cache entry, not workspace state

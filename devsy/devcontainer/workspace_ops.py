@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.devcontainer.hooks import run_start_hooks
+from devsy.devcontainer.image_prepare import remove_built_images
 from devsy.devcontainer.workspace_config import load_workspace_config
 from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
 from devsy.driver.registry import make_driver
@@ -89,10 +90,12 @@ def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 
 
 def delete(home: Path, raw_id: str, progress: Progress) -> str:
-    """Remove the instance, the SSH entry, managed content and the record; a local source folder is never touched."""
+    """Remove the instance, images built for it, the SSH entry, managed content and the record; a local source
+    folder is never touched."""
     with _locked(home, raw_id, "delete") as ws:
         with progress.step(f"deleting workspace {ws.record.id}"):
             ws.driver.delete(ws.record.id)
+            remove_built_images(ws.record.id)
             remove_ssh_entry(ws.record)
             remove_content(ws.paths.content)
             delete_record(ws.paths)
