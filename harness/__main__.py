@@ -1,16 +1,17 @@
-"""`python -m harness sweep ...` and `python -m harness validate ...`."""
+"""`python -m harness sweep ...`, `python -m harness validate ...` and `python -m harness shards ...`."""
 
 from __future__ import annotations
 
 import sys
 
-from harness import sweep_cli, validate
+from harness import shards, sweep_cli, validate
 
 
 def main(argv: list[str]) -> int:
-    commands = {"sweep": sweep_cli.main, "validate": validate.main}
+    commands = {"sweep": sweep_cli.main, "validate": validate.main, "shards": shards.main}
     if not argv or argv[0] not in commands:
-        print("usage: python -m harness {sweep [--run-id ID | --all-owned] | validate REPORT_DIR [--require P1,P2]}")
+        print("usage: python -m harness {sweep [--run-id ID | --all-owned] | validate REPORT_DIR [--require P1,P2] "
+              "| shards [--named-file FILE]}")
         return 2
     return commands[argv[0]](argv[1:])
 

@@ -15,6 +15,7 @@ from harness.commands import CommandLog, CompletedCommand
 from harness.deadline import Deadline
 from harness.devsy_handle import DevsyHandle
 from harness.ownership import Ownership, RunPaths
+from harness.probes import ProbeResult
 from harness.providers import Provider
 from harness.records import Figure
 
@@ -44,6 +45,8 @@ class CaseContext:
     figures: dict[str, Figure] = field(default_factory=dict)
     kept: list[str] = field(default_factory=list)
     diagnostics: Path | None = None
+    # The backend's probe result for this run: a `needs_boot=False` case may run where it could not boot a guest.
+    probe: ProbeResult | None = None
 
     def __post_init__(self) -> None:
         self.deadline = Deadline(self.settings.case_timeout)

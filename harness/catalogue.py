@@ -37,9 +37,14 @@ class Applies:
 
 @dataclass(frozen=True)
 class Case:
+    """One catalogue case. `needs_boot=False`: the case needs only the backend's tooling, not a running guest (a
+    container that starts, a microVM that boots), so it runs wherever the backend's probe found the tooling usable,
+    even when the probe could not boot a guest (e.g. a failure that happens at or before boot)."""
+
     name: str
     title: str
     applies: Applies = Applies()
+    needs_boot: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,26 @@ class Manifest:
                     raise ManifestError(f"manifest lists {case_id} twice")
                 seen.add(case_id)
 
-    def case_ids(self) -> list[str]:
-        return [f"{suite.name}/{case.name}" for suite in self.suites for case in suite.cases]
+    def case_ids(self, suites: tuple[str, ...] | None = None) -> list[str]:
+        """Every case id in catalogue order (only those of `suites` when given)."""
+        return [f"{suite.name}/{case.name}" for suite in self.suites for case in suite.cases
+                if suites is None or suite.name in suites]
+
+    def suite_names(self) -> list[str]:
+        return [suite.name for suite in self.suites]
+
+    def select_suites(self, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+        """The suites a shard runs: `include` (if any) minus `exclude`; None = no shard (every suite).
+
+        Unknown names are an error: a shard list that names a suite the manifest lacks has drifted from it."""
+        if not include and not exclude:
+            return None
+        known = self.suite_names()
+        unknown = sorted({name for name in (*include, *exclude) if name not in known})
+        if unknown:
+            raise ManifestError(f"suite(s) {', '.join(unknown)} are not in {self.source}; suites: {', '.join(known)}")
+        chosen = [name for name in known if (not include or name in include) and name not in exclude]
+        return tuple(chosen)
 
     def case(self, case_id: str) -> Case | None:
         suite_name, _, case_name = case_id.partition("/")
@@ -84,11 +107,11 @@ class Manifest:
         case = self.case(case_id)
         return case is not None and case.applies.to(provider_id)
 
-    def expected_results(self, provider_ids: list[str]) -> list[str]:
-        """Every result id the manifest expects for these providers, in catalogue order."""
+    def expected_results(self, provider_ids: list[str], suites: tuple[str, ...] | None = None) -> list[str]:
+        """Every result id the manifest expects for these providers (in `suites`, if given), in catalogue order."""
         return [
             result_id(case_id, provider)
-            for case_id in self.case_ids()
+            for case_id in self.case_ids(suites)
             for provider in sorted(provider_ids)
             if self.applies(case_id, provider)
         ]

@@ -37,18 +37,21 @@ class DevsyHandle:
     on_create: Callable[[str], None] = lambda workspace_id: None
     created: list[str] = field(default_factory=list)
 
-    def env(self) -> dict[str, str]:
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(extra or {})
         env["DEVSY_HOME"] = str(self.home)
         env["DEVSY_SSH_CONFIG"] = str(self.ssh_config)
         return env
 
-    def run(self, *args: str, input_bytes: bytes | None = None, cap: float = CALL_CAP) -> CompletedCommand:
-        """Run `devsy ARGS...` raw; raises CommandTimeout if the call outlives its share of the deadline."""
+    def run(self, *args: str, input_bytes: bytes | None = None, cap: float = CALL_CAP,
+            env: dict[str, str] | None = None) -> CompletedCommand:
+        """Run `devsy ARGS...` raw (with `env` added to its environment); raises CommandTimeout if the call
+        outlives its share of the deadline."""
         argv = [*self.cli, *args]
         timeout = self.deadline.timeout(f"devsy {' '.join(args[:2])}", cap)
-        completed = run_bounded(argv, timeout=timeout, env=self.env(), input_bytes=input_bytes)
-        record = completed.record()
+        completed = run_bounded(argv, timeout=timeout, env=self.env(env), input_bytes=input_bytes)
+        record = completed.record(note=f"env: {', '.join(sorted(env))}=..." if env else "")
         self.log.add(record)
         if completed.timed_out:
             raise CommandTimeout(
@@ -57,15 +60,17 @@ class DevsyHandle:
             )
         return completed
 
-    def json(self, *args: str) -> Outcome:
+    def json(self, *args: str, env: dict[str, str] | None = None) -> Outcome:
         """Run `devsy ARGS... --json` and parse its single JSON outcome."""
-        completed = self.run(*args, "--json")
+        completed = self.run(*args, "--json", env=env)
         return parse_outcome(completed.stdout, completed.exit_code, self.log.records[-1])
 
     def up(
-        self, source: str | Path, workspace_id: str, *, recreate: bool = False, options: tuple[str, ...] = ()
+        self, source: str | Path, workspace_id: str, *, recreate: bool = False, options: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> Outcome:
-        """`devsy up SOURCE --id ID` with this provider's arguments; cleanup is registered before it runs."""
+        """`devsy up SOURCE --id ID` with this provider's arguments (and `env` added to devsy's environment, which
+        an external provider inherits); cleanup is registered before it runs."""
         if workspace_id not in self.created:
             self.on_create(workspace_id)
             self.created.append(workspace_id)
@@ -74,7 +79,7 @@ class DevsyHandle:
             args += ["--provider-option", option]
         if recreate:
             args.append("--recreate")
-        return self.json(*args)
+        return self.json(*args, env=env)
 
     def status(self, workspace_id: str) -> Outcome:
         return self.json("status", workspace_id)

@@ -34,6 +34,9 @@ class HarnessOptions:
     root: Path
     case_filter: tuple[str, ...]
     manifest: str
+    # A shard (--devsy-suite / --devsy-suites-except): resolved against the manifest by the session.
+    suites_include: tuple[str, ...] = ()
+    suites_exclude: tuple[str, ...] = ()
 
     @property
     def requested(self) -> list[str]:
@@ -101,4 +104,6 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         root=harness_root(),
         case_filter=_split(config.getoption("devsy_case")),
         manifest=config.getoption("devsy_manifest"),
+        suites_include=_split(config.getoption("devsy_suite")),
+        suites_exclude=_split(config.getoption("devsy_suites_except")),
     )

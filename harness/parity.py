@@ -60,6 +60,8 @@ def _first_line(text: str) -> str:
 def cell_for(report: Report, manifest: Manifest, case_id: str, provider: str) -> Cell:
     if not manifest.applies(case_id, provider):
         return Cell(C_NA, "n.a.", "the case does not apply to this provider")
+    if report.shard is not None and case_id.partition("/")[0] not in report.shard:
+        return Cell(C_NOT_RUN, "not run (other shard)", f"this run is the shard of: {', '.join(report.shard)}")
     record = report.results.get(result_id(case_id, provider))
     if record is None:
         if provider in report.requested:
@@ -79,7 +81,8 @@ def cell_for(report: Report, manifest: Manifest, case_id: str, provider: str) ->
 def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
     """External may replace built-in on `backend` only when every case applicable to both passes on both."""
     builtin, external = f"builtin-{backend}", f"external-{backend}"
-    cases = [c for c in manifest.case_ids() if manifest.applies(c, builtin) and manifest.applies(c, external)]
+    cases = [c for c in manifest.case_ids(report.shard)
+             if manifest.applies(c, builtin) and manifest.applies(c, external)]
     cells = {(c, p): cell_for(report, manifest, c, p) for c in cases for p in (builtin, external)}
     if not cases:
         return Verdict(backend, builtin, external, UNDECIDED, "no catalogue case applies to both providers")
@@ -99,6 +102,9 @@ def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
         return Verdict(backend, builtin, external, UNDECIDED, f"not every case ran: {', '.join(unfinished)}")
     if report.narrowed:
         return Verdict(backend, builtin, external, UNDECIDED, f"the run was narrowed ({', '.join(report.narrowed_by)})")
+    if report.shard is not None:
+        return Verdict(backend, builtin, external, YES, f"all {len(cases)} applicable cases of this shard "
+                       f"({', '.join(report.shard)}) pass on both; the other shards decide the rest")
     return Verdict(backend, builtin, external, YES, f"all {len(cases)} applicable cases pass on both")
 
 

@@ -19,6 +19,12 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _probe_status(probe: dict[str, object]) -> str:
+    if probe.get("ok"):
+        return "ok"
+    return "FAILED (tooling usable: cases that need no boot ran)" if probe.get("usable") else "FAILED"
+
+
 def render_markdown(table: ParityTable, report: Report) -> str:
     lines = [
         f"# Parity table: run {report.run_id}",
@@ -28,6 +34,9 @@ def render_markdown(table: ParityTable, report: Report) -> str:
     ]
     if report.narrowed:
         lines += ["", f"**Narrowed run** ({', '.join(report.narrowed_by)}): not usable as a cutover gate."]
+    if report.shard is not None:
+        lines += ["", f"**Shard**: suites {', '.join(report.shard) or '(none left)'}; the other shards' reports "
+                  "cover the rest."]
     lines += ["", "## Cutover verdict", ""]
     lines += [f"- {verdict.sentence()}" for verdict in table.verdicts]
     lines += ["", "## Cases", "", "| case | " + " | ".join(table.providers) + " |"]
@@ -36,7 +45,7 @@ def render_markdown(table: ParityTable, report: Report) -> str:
         lines.append(f"| `{row.case_id}` | " + " | ".join(_md_escape(cell.text) for cell in row.cells) + " |")
     lines += ["", "## Probes", ""]
     for backend, probe in sorted(report.probes.items()):
-        status = "ok" if probe.get("ok") else "FAILED"
+        status = _probe_status(probe)
         lines.append(f"- {backend}: {status}: {_md_escape(str(probe.get('summary', '')))}")
     if not report.probes:
         lines.append("- (no backend was probed)")
@@ -67,7 +76,7 @@ def render_html(table: ParityTable, report: Report) -> str:
         parts.append("</tr>")
     parts.append("</table><h2>Probes</h2><ul>")
     for backend, probe in sorted(report.probes.items()):
-        status = "ok" if probe.get("ok") else "FAILED"
+        status = _probe_status(probe)
         parts.append(f"<li>{esc(backend)}: {status}: {esc(str(probe.get('summary', '')))}</li>")
     parts.append("</ul></body></html>\n")
     return "".join(parts)

@@ -53,6 +53,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--devsy-case", action="append", default=None, metavar="SUITE/CASE[PROVIDER]",
                     help="run only these case or result ids (repeatable, comma-separated); narrows the run")
     group.addoption("--devsy-manifest", default="scenarios.manifest", help="catalogue manifest module or .py path")
+    group.addoption("--devsy-suite", action="append", default=None, metavar="SUITE",
+                    help="run only these suites, as a shard (repeatable, comma-separated); the report and its "
+                    "validation then cover exactly these suites (a shard is not a narrowed run)")
+    group.addoption("--devsy-suites-except", action="append", default=None, metavar="SUITE",
+                    help="run every suite except these (the catch-all shard of a sharded CI run)")
 
 
 def _scenarios_dir() -> Path | None:
@@ -104,10 +109,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept, dropped = [], []
     for item in items:
         marker, provider = item.get_closest_marker(CASE_MARKER), _provider(item)
+        if marker is not None and provider is None:
+            continue  # no selected provider applies to the case (an empty parameter set): nothing to run or record
         if marker is None or provider is None:
             kept.append(item)
             continue
-        if not session.selected(str(marker.args[0]), provider.name):
+        if not session.in_shard(str(marker.args[0])) or not session.selected(str(marker.args[0]), provider.name):
             dropped.append(item)
             continue
         if item.get_closest_marker("timeout") is None:
@@ -119,8 +126,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
+    if not items:
+        return
+    session = items[0].config.stash[SESSION]
+    # Items outside the run's shard do not narrow it: the report covers exactly its suites.
+    items = [item for item in items if session.in_shard(_case_id(item))]
     if items:
-        session = items[0].config.stash[SESSION]
         note = f"{len(items)} item(s) deselected"
         if session.is_controller and note not in session.narrowed_by:
             session.narrowed_by.append(note)
@@ -134,13 +145,14 @@ def _devsy_case(request: pytest.FixtureRequest) -> Iterator[CaseContext | None]:
         yield None
         return
     session = request.config.stash[SESSION]
+    case_id = str(marker.args[0])
     probe = session.prepare(provider)
-    if not probe.ok:
+    if not probe.allows(needs_boot=session.needs_boot(case_id)):
         message = f"{provider.name} not runnable here: {probe.evidence()}"
         if provider.name in session.options.required:
             pytest.fail(f"required provider {message}", pytrace=False)
         pytest.skip(message)
-    ctx = session.new_case(str(marker.args[0]), provider, request.node.nodeid)
+    ctx = session.new_case(case_id, provider, request.node.nodeid, probe)
     request.node.stash[CONTEXT] = ctx
     yield ctx
     # A failed body with --devsy-keep-on-failure already marked every step kept (pytest_runtest_makereport).
@@ -214,6 +226,11 @@ def pytest_runtest_makereport(
         record = build_record(item.nodeid, str(marker.args[0]), provider.name, item.stash[PHASES], ctx)
         report.user_properties.append((RECORD_PROPERTY, record.to_json()))
     return report
+
+
+def _case_id(item: pytest.Item) -> str:
+    marker = item.get_closest_marker(CASE_MARKER)
+    return str(marker.args[0]) if marker is not None else ""
 
 
 def _provider(item: pytest.Item) -> Provider | None:

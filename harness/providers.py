@@ -41,17 +41,24 @@ class Provider:
         return self.name
 
 
+# dockerd runs with --bridge=none here: containers only reach loopback fixtures with host networking.
+_HOST_NETWORK = (("NETWORK_MODE", "host"),)
+
 PROVIDERS: tuple[Provider, ...] = (
-    Provider(
-        kind="builtin",
-        backend="docker",
-        cli_args=("--provider", "docker"),
-        # dockerd runs with --bridge=none here: containers only reach loopback fixtures with host networking.
-        default_options=(("NETWORK_MODE", "host"),),
-    ),
+    Provider(kind="builtin", backend="docker", cli_args=("--provider", "docker"), default_options=_HOST_NETWORK),
+    # devsy-provider-docker: the same driver behind Runtime Protocol v1, so the same options.
+    Provider(kind="external", backend="docker", cli_args=("--provider", "external-docker"),
+             default_options=_HOST_NETWORK),
+    # msb's defaults serve: these providers have no host-specific option (a VM reaches loopback through msb).
+    Provider(kind="builtin", backend="microsandbox", cli_args=("--provider", "microsandbox")),
+    Provider(kind="external", backend="microsandbox", cli_args=("--provider", "external-microsandbox")),
+    # devsy-provider-docker served on a remote machine (agent.local: false) by the devsy agent there; a case passes
+    # its own PROVIDER_CONFIG (scenarios/support_remote.py). Its kind is in no suite's default applicability.
+    Provider(kind="remote", backend="docker", cli_args=("--provider", "remote"), default_options=_HOST_NETWORK),
 )
 
-CATALOGUE_PROVIDER_IDS: tuple[str, ...] = tuple(sorted(f"{kind}-{backend}" for kind in KINDS for backend in BACKENDS))
+CATALOGUE_PROVIDER_IDS: tuple[str, ...] = tuple(sorted(
+    [*(f"{kind}-{backend}" for kind in KINDS for backend in BACKENDS), "remote-docker"]))
 
 
 def provider_table() -> dict[str, Provider]:

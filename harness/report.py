@@ -25,6 +25,8 @@ class Report:
     required: list[str]
     narrowed: bool = False
     narrowed_by: list[str] = field(default_factory=list)
+    # A shard's suites (--devsy-suite / --devsy-suites-except); None: the whole catalogue.
+    suites: list[str] | None = None
     probes: dict[str, dict[str, Any]] = field(default_factory=dict)
     results: dict[str, CaseRecord] = field(default_factory=dict)
     started_at: str = ""
@@ -32,6 +34,10 @@ class Report:
     wall_seconds: float = 0.0
     exit_status: int | None = None
     command: list[str] = field(default_factory=list)
+
+    @property
+    def shard(self) -> tuple[str, ...] | None:
+        return tuple(self.suites) if self.suites is not None else None
 
     def summary(self) -> dict[str, int]:
         counts = {outcome: 0 for outcome in OUTCOMES}
@@ -51,6 +57,7 @@ class Report:
             "exit_status": self.exit_status,
             "narrowed": self.narrowed,
             "narrowed_by": self.narrowed_by,
+            "suites": self.suites,
             "providers": {"requested": self.requested, "required": self.required},
             "probes": self.probes,
             "summary": self.summary(),
@@ -67,6 +74,7 @@ class Report:
             required=list(providers.get("required") or []),
             narrowed=bool(data.get("narrowed", False)),
             narrowed_by=list(data.get("narrowed_by") or []),
+            suites=list(data["suites"]) if data.get("suites") is not None else None,
             probes=dict(data.get("probes") or {}),
             results={rid: CaseRecord.from_dict(rec) for rid, rec in (data.get("results") or {}).items()},
             started_at=str(data.get("started_at", "")),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.case_context import CaseContext, CaseSettings
-from harness.catalogue import Manifest, load_manifest, result_id
+from harness.catalogue import Manifest, ManifestError, load_manifest, result_id
 from harness.options import HarnessOptions
 from harness.ownership import RunPaths
 from harness.probes import ProbeResult, probe_once, recorded_probes
@@ -39,6 +39,8 @@ class HarnessSession:
     started_at: str = field(default_factory=now_iso)
     started_clock: float = field(default_factory=time.monotonic)
     report: Report | None = None
+    # The shard's suites (None: the whole catalogue).
+    suites: tuple[str, ...] | None = None
 
     @property
     def paths(self) -> RunPaths:
@@ -48,6 +50,14 @@ class HarnessSession:
         """The selected providers this case applies to, sorted by id (identical on every xdist worker)."""
         return [p for p in self.options.providers if self.manifest.applies(case_id, p.name)]
 
+    def in_shard(self, case_id: str) -> bool:
+        """Is this case in the run's shard (always, without --devsy-suite / --devsy-suites-except)?"""
+        return self.suites is None or not case_id or case_id.partition("/")[0] in self.suites
+
+    def needs_boot(self, case_id: str) -> bool:
+        case = self.manifest.case(case_id)
+        return case.needs_boot if case is not None else True
+
     def selected(self, case_id: str, provider: str) -> bool:
         """Does --devsy-case keep this result id (no filter keeps everything)?"""
         if not self.options.case_filter:
@@ -55,7 +65,8 @@ class HarnessSession:
         rid = result_id(case_id, provider)
         return any(wanted in (case_id, rid) for wanted in self.options.case_filter)
 
-    def new_case(self, case_id: str, provider: Provider, nodeid: str) -> CaseContext:
+    def new_case(self, case_id: str, provider: Provider, nodeid: str, probe: ProbeResult | None = None
+                 ) -> CaseContext:
         settings = CaseSettings(
             cli=self.options.cli,
             case_timeout=self.options.case_timeout,
@@ -63,7 +74,8 @@ class HarnessSession:
             keep_on_failure=self.options.keep_on_failure,
             report_dir=self.options.report_dir,
         )
-        return CaseContext(case_id=case_id, provider=provider, nodeid=nodeid, paths=self.paths, settings=settings)
+        return CaseContext(case_id=case_id, provider=provider, nodeid=nodeid, paths=self.paths, settings=settings,
+                           probe=probe)
 
     def prepare(self, provider: Provider) -> ProbeResult:
         """Start the run (sweeping leftovers of this run id once) and return the provider backend's probe."""
@@ -83,6 +95,7 @@ class HarnessSession:
             required=list(self.options.required),
             narrowed=bool(self.narrowed_by),
             narrowed_by=list(self.narrowed_by),
+            suites=list(self.suites) if self.suites is not None else None,
             probes={name: probe.to_dict() for name, probe in recorded_probes(self.paths.probes_dir).items()},
             results=dict(self.records),
             started_at=self.started_at,
@@ -137,7 +150,8 @@ def build_session(config: pytest.Config, options: HarnessOptions, scenarios_dir:
     workerinput = getattr(config, "workerinput", None)
     try:
         manifest = load_manifest(options.manifest)
-    except ValueError as exc:
+        suites = manifest.select_suites(options.suites_include, options.suites_exclude)
+    except (ValueError, ManifestError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return HarnessSession(
         options=options,
@@ -147,4 +161,5 @@ def build_session(config: pytest.Config, options: HarnessOptions, scenarios_dir:
         engaged=bool(workerinput["devsy_engaged"]) if workerinput and "devsy_engaged" in workerinput
         else engaged(config, scenarios_dir),
         narrowed_by=narrowing(config, options.case_filter),
+        suites=suites,
     )

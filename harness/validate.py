@@ -17,8 +17,13 @@ from harness.report import Report, ReportError, load_report
 def validate(report: Report, manifest: Manifest, require: list[str]) -> list[str]:
     """Every reason this report cannot gate a cutover for the `require`d providers (empty = it can)."""
     problems: list[str] = []
+    shard = report.shard
+    expected_providers = sorted(set(report.requested) | set(require))
+    expected = manifest.expected_results(expected_providers, shard)
     ran = [r for r in report.results.values() if r.outcome in (PASS, FAIL, ERROR)]
-    if not ran:
+    # A shard with nothing to run for these providers (an empty catch-all, or suites that apply to other providers
+    # only) is complete when empty; every other run must have run something.
+    if not ran and (shard is None or expected):
         problems.append("zero cases ran: the report has no passed or failed case")
     if report.narrowed:
         problems.append(
@@ -34,8 +39,12 @@ def validate(report: Report, manifest: Manifest, require: list[str]) -> list[str
             problems.append(f"result {rid} is not in the manifest ({manifest.source} has no case {case_id})")
         elif not manifest.applies(case_id, provider):
             problems.append(f"result {rid} is not in the manifest (the case does not apply to {provider})")
-    expected_providers = sorted(set(report.requested) | set(require))
-    for rid in manifest.expected_results(expected_providers):
+        elif shard is not None and case_id.partition("/")[0] not in shard:
+            problems.append(f"result {rid} is outside the run's shard (suites: {', '.join(shard) or 'none'})")
+    if shard is not None:
+        unknown = [name for name in shard if name not in manifest.suite_names()]
+        problems += [f"the run's shard names suite {name}, which {manifest.source} does not have" for name in unknown]
+    for rid in expected:
         if rid not in report.results:
             problems.append(f"manifest case {rid} has no result")
     return problems + required_problems(report, manifest, require, include_missing=False)
@@ -47,7 +56,7 @@ def required_problems(
     """Every case of a required provider that did not pass (skipped, failed, errored or missing)."""
     problems: list[str] = []
     for provider in require:
-        for rid in manifest.expected_results([provider]):
+        for rid in manifest.expected_results([provider], report.shard):
             record = report.results.get(rid)
             if record is None:
                 if include_missing:
@@ -75,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     problems = validate(report, manifest, require)
     counts = ", ".join(f"{n} {k}" for k, n in report.summary().items())
+    if report.shard is not None:
+        counts += f"; shard: {', '.join(report.shard) or 'no suite (every suite has its own shard)'}"
     if problems:
         required = ", ".join(require) or "none"
         print(f"validate: {args.report}: {len(problems)} problem(s) ({counts}; required: {required}):")

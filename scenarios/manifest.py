@@ -9,6 +9,7 @@ from __future__ import annotations
 from harness.catalogue import Applies, Case, Manifest, Suite
 
 EVERY_PROVIDER = Applies()
+EXTERNAL_ONLY = Applies(kinds=("external",))
 
 MANIFEST = Manifest(
     suites=(
@@ -29,8 +30,79 @@ MANIFEST = Manifest(
             name="failure-cleanup",
             title="A failing up removes only what it created",
             cases=(
-                Case("first-up-failure", "a failing first up leaves no record, SSH entry, content, volume, instance"),
+                # Needs no booted guest: on MicroSandbox the failure *is* a VM that never boots (forced on any host
+                # with a non-library MSB_LIBKRUNFW_PATH; naturally where KVM cannot boot guests).
+                Case("first-up-failure", "a failing first up leaves no record, SSH entry, content, volume, instance",
+                     needs_boot=False),
                 Case("existing-preserved", "a failing up of an existing workspace keeps record, SSH entry, content"),
+            ),
+        ),
+        Suite(
+            name="recreate-on-run",
+            title="External providers (API 1.3): an existing workspace is replaced only with per-request permission",
+            cases=(
+                Case("running-target", "a running workspace is replaced by up --recreate only; plain ups reuse it",
+                     EXTERNAL_ONLY),
+                Case("stopped-target", "a stopped workspace is replaced by up --recreate; data gone, content kept",
+                     EXTERNAL_ONLY),
+                Case("unauthorized-duplicate", "RunImage without permission on an existing workspace: ALREADY_EXISTS, "
+                     "nothing touched", EXTERNAL_ONLY),
+                Case("invalid-authorized", "an invalid authorized replacement is rejected; the workspace untouched",
+                     EXTERNAL_ONLY),
+                Case("survives-restart", "fresh provider processes see the same workspaces; no permission carries "
+                     "over; the replacement works", EXTERNAL_ONLY),
+            ),
+        ),
+        Suite(
+            name="ssh-streams",
+            title="`devsy ssh` carries stdin, stdout, stderr and the exit status byte for byte",
+            cases=(
+                Case("binary-roundtrip", "1 MiB of random bytes through stdin -> stdout, byte-exact (sha256)"),
+                Case("stderr-separate", "stderr without a trailing newline arrives exactly, on stderr only"),
+                Case("exit-status", "exit 23 in the guest -> devsy ssh exits 23; a signal -> 128+n"),
+                Case("redaction-boundary", "a secret's first bytes at a read boundary pass the tunnel unaltered and "
+                     "without stall; exec output is still redacted"),
+                Case("openssh-client", "the real OpenSSH `ssh <ws>.devsy CMD` works through the written entry"),
+                Case("large-stream", "64 MiB each way, byte-exact; throughput recorded"),
+            ),
+        ),
+        Suite(
+            name="logs-cancel",
+            title="`devsy logs` returns the workload's output; a cancelled command's guest processes die, the "
+                  "instance lives",
+            cases=(
+                Case("logs-running", "markers the workload printed are returned by devsy logs while running"),
+                Case("logs-stopped", "markers the workload printed (also while stopping) are returned after stop"),
+                Case("cancel-ready-tree", "SIGINT/SIGTERM to devsy ssh kill the guest command and its child within "
+                     "10 s (observed); same instance and boot, next command works, content intact"),
+                Case("cancel-blocked-stdin", "same, with the guest command blocked reading stdin the caller owns"),
+            ),
+        ),
+        Suite(
+            name="agent-delivery",
+            title="The in-guest agent is streamed over exec, verified, and retried with a fresh source",
+            cases=(
+                Case("stream-delivery", "the agent is delivered over exec; checksum and mode in the guest match "
+                     "the source; an unchanged agent is not sent again"),
+                Case("offline-delivery", "with DEVSY_AGENT_BINARY set, that file is delivered and nothing is "
+                     "built or downloaded"),
+                Case("retry-fresh-source", "an interrupted transfer is retried with a fresh source; each source is "
+                     "closed exactly once"),
+            ),
+        ),
+        Suite(
+            name="remote-agent",
+            title="agent.local = false: the agent on an owned remote host downloads the runtime once, verified, "
+                  "and runs the workspace through it (remote-docker: devsy-provider-docker served there)",
+            cases=(
+                Case("runtime-download-once", "the agent is transferred and the runtime downloaded exactly once "
+                     "from the fixture server, checksum verified; later commands download nothing",
+                     Applies(kinds=("remote",), backends=("docker",))),
+                Case("runtime-404-reuse", "with the agent's download cache removed and the runtime route 404, "
+                     "stop/start keep the request count and the copy's checksum, mode and inode; a guest command "
+                     "works", Applies(kinds=("remote",), backends=("docker",))),
+                Case("checksum-mismatch", "wrong bytes are refused naming both digests; nothing is left "
+                     "half-installed; the right bytes then install", Applies(kinds=("remote",), backends=("docker",))),
             ),
         ),
     ),

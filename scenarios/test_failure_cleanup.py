@@ -1,4 +1,8 @@
-"""failure-cleanup: a failing `up` removes only what it created (CATALOGUE.md)."""
+"""failure-cleanup: a failing `up` removes only what it created (CATALOGUE.md).
+
+On MicroSandbox the first-up failure after the instance exists is a microVM that never boots, so the case needs no
+booted guest (manifest `needs_boot=False`) and runs even where the backend's probe could not boot one.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,38 @@ def test_first_up_failure(provider: Provider, case: CaseContext, devsy: DevsyHan
     devsy.up(MISSING_IMAGE, image_id).expect_error("image")
     assert_fully_gone(devsy, backend, image_id, managed_content_dir(devsy, image_id))
 
+    if provider.backend == "microsandbox":
+        _vm_never_boots(case, devsy, backend)
+    else:
+        _failing_hook(case, devsy, backend)
+
+
+# A file that is not libkrunfw: msb creates the sandbox and then cannot build the VM, on every host (KVM or not).
+NOT_A_LIBRARY = b"this file is not libkrunfw\n"
+
+
+def _vm_never_boots(case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
+    """The sandbox and its volume exist, then the VM does not boot: a typed error and nothing left behind."""
+    fake = case.workdir / "libkrunfw-not.so"
+    fake.write_bytes(NOT_A_LIBRARY)
+    forced_id = case.workspace_id("no-boot")
+    source = local_source(case, mounts=[f"type=volume,source={forced_id}-data,target=/data"])
+    before = tree_digest(source)
+    error = devsy.up(source, forced_id, env={"MSB_LIBKRUNFW_PATH": str(fake)}).expect_error("boot-failed")
+    assert "did not boot" in error.message and "msb doctor" in error.hint, error
+    assert_fully_gone(devsy, backend, forced_id, managed_content_dir(devsy, forced_id))
+    assert tree_digest(source) == before, "the failed up changed the local source folder"
+    probe = case.probe
+    if probe is None or probe.ok:
+        return  # this host boots microVMs: only the forced failure above can happen here
+    # Where KVM cannot boot guests (the probe's evidence says so), the natural failure, from an image source.
+    natural_id = case.workspace_id("kvm")
+    error = devsy.up(GUEST_IMAGE, natural_id).expect_error("boot-failed")
+    assert "did not boot" in error.message, error
+    assert_fully_gone(devsy, backend, natural_id, managed_content_dir(devsy, natural_id))
+
+
+def _failing_hook(case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
     # A failing postCreateCommand: fails after the instance and its volume exist.
     hook_id = case.workspace_id("hook")
     source = local_source(

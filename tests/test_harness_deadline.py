@@ -44,6 +44,7 @@ def test_a_body_past_its_deadline_is_cut_and_cleanup_still_runs(
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--devsy-manifest", str(pytester.path / "fake_manifest.py"),
         "--devsy-report", str(pytester.path / "report"), "--devsy-run-id", run_id,
+        "--devsy-providers", "builtin-docker",
         "--devsy-case-timeout", "8", "--devsy-cleanup-budget", "30", timeout=300,
     )
     elapsed = time.monotonic() - started

@@ -45,7 +45,8 @@ def failing_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
 def run(pytester: pytest.Pytester, run_id: str, *extra: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--devsy-manifest", str(pytester.path / "fake_manifest.py"),
-        "--devsy-report", str(pytester.path / "report"), "--devsy-run-id", run_id, *extra, timeout=300,
+        "--devsy-report", str(pytester.path / "report"), "--devsy-run-id", run_id,
+        "--devsy-providers", "builtin-docker", *extra, timeout=300,
     )
 
 

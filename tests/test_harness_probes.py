@@ -61,7 +61,9 @@ def test_each_backend_is_probed_once_per_run(catalogue: pytest.Pytester, monkeyp
     assert all(set(step) == {"command", "exit_status", "output_tail", "duration"} for step in docker_probe["steps"])
 
 
-def test_a_provider_whose_probe_fails_is_skipped_with_the_evidence(catalogue: pytest.Pytester) -> None:
+def test_a_provider_whose_probe_fails_is_skipped_with_the_evidence(catalogue: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(probes.PROBES, "microsandbox")  # a backend without a probe (the real one: test_harness_msb_*)
     result, report = run(catalogue, "--devsy-providers", "builtin-microsandbox")
     result.assert_outcomes(skipped=2)
     record = report["results"]["demo/a[builtin-microsandbox]"]

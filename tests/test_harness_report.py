@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from harness import providers
 from harness.catalogue import Applies, Case, Manifest, Suite
 from harness.parity import NO, UNDECIDED, YES, build_parity
 from harness.parity_render import render_html, render_markdown, write_parity
@@ -48,7 +51,9 @@ def test_report_json_round_trips_every_field(tmp_path: Path) -> None:
     assert loaded.results["lifecycle/delete[builtin-docker]"].cleanup_errors == ["delete: timed-out"]
 
 
-def test_cells_say_pass_fail_not_runnable_with_why_and_na() -> None:
+def test_cells_say_pass_fail_not_runnable_with_why_and_na(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A provider table with one row, so a catalogue provider without a row shows as such.
+    monkeypatch.setattr(providers, "PROVIDERS", tuple(p for p in providers.PROVIDERS if p.name == "builtin-docker"))
     report = report_with(
         record("lifecycle/up-fresh[builtin-docker]"),
         record("lifecycle/delete[builtin-docker]", "fail", "AssertionError: instance left\nmore"),
@@ -63,7 +68,8 @@ def test_cells_say_pass_fail_not_runnable_with_why_and_na() -> None:
     assert cells[("remote/docker-only", "builtin-docker")].startswith("not runnable (builtin-docker not runnable")
     assert cells[("remote/docker-only", "builtin-microsandbox")] == "n.a."
     assert cells[("lifecycle/up-fresh", "external-docker")] == "not run (no harness provider)"
-    assert table.providers == ("builtin-docker", "builtin-microsandbox", "external-docker", "external-microsandbox")
+    assert table.providers == ("builtin-docker", "builtin-microsandbox", "external-docker", "external-microsandbox",
+                               "remote-docker")
 
 
 def test_verdict_cannot_be_decided_when_external_did_not_run() -> None:

@@ -152,7 +152,7 @@ MANIFEST = Manifest(suites=(Suite("demo", "d", (Case("hangs", "h"), Case("start-
 
 def start_run(pytester: pytest.Pytester, run_id: str, case_id: str, ready: Path) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--devsy-manifest", "fake_manifest.py",
-            "--devsy-run-id", run_id, "--devsy-case", case_id, "test_sigkill.py"]
+            "--devsy-run-id", run_id, "--devsy-case", case_id, "--devsy-providers", "builtin-docker", "test_sigkill.py"]
     env = {**os.environ, "HARNESS_TEST_READY": str(ready)}
     return subprocess.Popen(argv, cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 

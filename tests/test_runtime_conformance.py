@@ -32,7 +32,7 @@ def test_fake_default_profile_passes(tmp_path: Path) -> None:
     outcomes = _lines(proc)
     assert outcomes["recreate-on-run"] == "SKIP"  # not offered by the default profile, and said so
     assert [name for name, status in outcomes.items() if status != "PASS"] == ["recreate-on-run"]
-    assert proc.stdout.rstrip().endswith("18 passed, 0 failed, 1 skipped")
+    assert proc.stdout.rstrip().endswith("20 passed, 0 failed, 1 skipped")
     assert not list(tmp_path.iterdir()), "conformance left workspaces behind"
 
 

@@ -1,4 +1,5 @@
-"""The agent's first code in the guest: unpack the bundled wheels once, then start the agent.
+"""The first code of a bundle built by devsy (the agent, or a provider executable): unpack the bundled wheels once,
+then start the bundled program.
 
 Stdlib only, and no syntax newer than Python 3.0, so that a too-old guest python3 gets a clear error, not a crash.
 
@@ -15,16 +16,21 @@ MIN_PYTHON = (3, 9)
 EXIT_UNSUPPORTED = 3
 
 
-def run(build: str, machine: str, wheels: dict, argv: list) -> int:
-    """Entry point called by the zipapp's generated __main__."""
+def run(build: str, machine: str, wheels: dict, argv: list, entry: str = "") -> int:
+    """Entry point called by the zipapp's generated __main__. `entry` ("module:function", called with argv) names
+    the bundled program when it is not the agent; `wheels` may name its packages and program name."""
     tag = "cp%d%d" % sys.version_info[:2]
     problem = _unsupported(tag, machine, wheels)
     if problem:
-        sys.stderr.write("devsy-agent: %s\n" % problem)
+        sys.stderr.write("%s: %s\n" % (wheels.get("name", "devsy-agent"), problem))
         return EXIT_UNSUPPORTED
     archive = os.path.dirname(os.path.abspath(__file__))
     site = find_site(build, tag) or unpack(archive, build, tag, wheels)
     sys.path.insert(0, site)
+    if entry:
+        module_name, function = entry.split(":")
+        module = __import__(module_name, fromlist=[function])
+        return getattr(module, function)(argv)
     from devsy_agent.main import main  # from the unpacked copy, which has byte-compiled files
 
     return main(argv, site=site, build=build)
@@ -35,10 +41,10 @@ def _unsupported(tag: str, machine: str, wheels: dict) -> str:
         return "needs CPython >= %d.%d, this is %s %s" % (
             MIN_PYTHON[0], MIN_PYTHON[1], sys.implementation.name, sys.version.split()[0])
     if tag not in wheels["per_tag"]:
-        return "this agent has no wheels for Python %s (it has %s); use a supported python3 in the guest" % (
+        return "this bundle has no wheels for Python %s (it has %s); use a supported python3 here" % (
             sys.version.split()[0], ", ".join(sorted(wheels["per_tag"])))
     if os.uname().machine != machine:
-        return "this agent is built for %s but the guest is %s" % (machine, os.uname().machine)
+        return "this bundle is built for %s but this machine is %s" % (machine, os.uname().machine)
     return ""
 
 
@@ -106,8 +112,9 @@ def _unpack_into(archive: str, parent: str, tag: str, wheels: dict) -> str:
         with zipfile.ZipFile(archive) as bundle:
             for name in list(wheels["common"]) + list(wheels["per_tag"][tag]):
                 _extract_wheel(bundle, "wheels/" + name, tmp)
+            packages = tuple(wheels.get("packages", ["devsy_agent/"]))
             for info in bundle.infolist():
-                if info.filename.startswith("devsy_agent/") and not info.is_dir():
+                if info.filename.startswith(packages) and not info.is_dir():
                     _write(os.path.join(tmp, info.filename), bundle.read(info), 0o644)
         _compile(tmp, site)
         os.chmod(tmp, 0o755)

@@ -98,12 +98,27 @@ def _cached(path: Path, arch: str, key: str) -> BuiltAgent | None:
 
 
 def _write_agent(path: Path, key: str, arch: str, wheels: WheelSet) -> None:
-    manifest = {"common": list(wheels.common), "per_tag": {t: list(n) for t, n in sorted(wheels.per_tag.items())}}
-    entries = [("__main__.py", _MAIN_TEMPLATE.format(build=key, machine=MACHINES[arch], wheels=manifest).encode())]
+    entries = [("__main__.py", _MAIN_TEMPLATE.format(build=key, machine=MACHINES[arch],
+                                                     wheels=wheel_manifest(wheels)).encode())]
     entries += guest_sources()
+    entries += wheel_entries(wheels)
+    write_zipapp(path, entries)
+
+
+def wheel_manifest(wheels: WheelSet) -> dict:
+    """What boot.py needs to know about the bundled wheels (which to unpack for which interpreter)."""
+    return {"common": list(wheels.common), "per_tag": {t: list(n) for t, n in sorted(wheels.per_tag.items())}}
+
+
+def wheel_entries(wheels: WheelSet) -> list[tuple[str, bytes]]:
     names = [*wheels.common, *(n for tag in sorted(wheels.per_tag) for n in wheels.per_tag[tag])]
-    entries += [(f"wheels/{name}", wheels.path(name).read_bytes()) for name in names]
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".agent-", suffix=".tmp")
+    return [(f"wheels/{name}", wheels.path(name).read_bytes()) for name in names]
+
+
+def write_zipapp(path: Path, entries: list[tuple[str, bytes]]) -> None:
+    """Write an executable zipapp atomically, plus `<path>.sha256`. Entries keep their order, get fixed timestamps
+    and no compression, so the same entries always give the same bytes (and checksum)."""
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".bundle-", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -5,6 +5,9 @@ file is streamed into `cat` in the guest, written to a temporary name, verified 
 made 0755 and renamed into place, so the final path only ever holds a complete, verified file. A failed attempt is
 retried with backoff, each attempt with a fresh source; every source is closed exactly once, also on cancellation,
 and the driver has joined its stdin copier before exec returns.
+
+For tests only, delivery_fault.py can cut the first transfer short and trace each source's open and close
+(`DEVSY_AGENT_DELIVERY_FAULT`, `DEVSY_AGENT_DELIVERY_TRACE`); both are inert unless set.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from devsy.agent.artifact import AgentArtifact
+from devsy.agent.delivery_fault import DeliveryTrace, instrument
 from devsy.agent.errors import AgentError, AgentUnsupported
 from devsy.driver.base import CancelToken, Driver, ExecRequest
 from devsy.errors import Cancelled, DriverError
@@ -106,16 +110,21 @@ class StreamDelivery:
     def deliver(self, driver: Driver, workspace_id: str, artifact: AgentArtifact, cancel: CancelToken,
                 open_source: SourceFactory | None = None) -> Delivered:
         path = guest_agent_path(artifact.sha256)
+        trace = DeliveryTrace.from_env()  # test-only (delivery_fault.py); a no-op unless configured
         if self._present(driver, workspace_id, path, artifact.sha256, cancel):
+            trace.event("present", guest_path=path, sha256=artifact.sha256)
             return Delivered(path, artifact.sha256, transferred=False, attempts=0)
-        opener = open_source or artifact.open
+        opener = instrument(open_source or artifact.open, artifact.size, trace)
         delay, last = self.backoff_s, ""
         for attempt in range(1, self.attempts + 1):
+            trace.event("attempt", attempt=attempt)
             try:
                 self._transfer(driver, workspace_id, path, artifact.sha256, opener, cancel)
+                trace.event("delivered", attempt=attempt, guest_path=path, sha256=artifact.sha256)
                 return Delivered(path, artifact.sha256, transferred=True, attempts=attempt)
             except _Retry as exc:
                 last = str(exc)
+                trace.event("failed", attempt=attempt, error=last)
             # Backoff, not synchronization: a cancellation ends the wait at once.
             if attempt < self.attempts and cancel.wait(delay):
                 break

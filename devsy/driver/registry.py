@@ -42,8 +42,12 @@ def make_driver(name: str, options: Mapping[str, str], *, connect: bool = True) 
         if connect:
             msb_driver.client  # noqa: B018 - find msb and check its version before any state is touched
         return msb_driver
+    if name == "remote":
+        from devsy.driver.remote.driver import RemoteDriver  # noqa: PLC0415 - only for remote machine providers
+
+        return RemoteDriver.from_options(options)  # validates its provider config; contacts nothing until used
     raise UsageError(f"unknown provider {name!r}",
-                     hint=f"use one of: {', '.join(BUILTIN_PROVIDERS)}, external-docker, or external:EXECUTABLE")
+                     hint=f"use one of: {', '.join([*BUILTIN_PROVIDERS, *external.KNOWN])}, or external:EXECUTABLE")
 
 
 def network_mode_of(name: str, options: Mapping[str, str]) -> str:

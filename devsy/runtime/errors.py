@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from devsy.driver.microsandbox.errors import BootFailed
 from devsy.errors import AlreadyExists, BackendUnavailable, Cancelled, ConfigError, DevsyError, DriverError, \
     ImageError, NotFound, RecreateRequired, UsageError
 
@@ -119,6 +120,8 @@ CLASS_OF_KIND: dict[str, tuple[str, type[DevsyError]]] = {
     "recreate-required": ("FAILED_PRECONDITION", RecreateRequired),
     "image": ("RUNTIME_FAILURE", ImageError),
     "backend-unavailable": ("UNAVAILABLE", BackendUnavailable),
+    # A VM that never booted: the same typed error (and `--json` type) as the built-in MicroSandbox driver's.
+    "boot-failed": ("RUNTIME_FAILURE", BootFailed),
 }
 
 

@@ -56,9 +56,13 @@ def inspector_for(backend: str) -> BackendInspector:
         from harness.backends.docker import DockerInspector
 
         return DockerInspector()
+    if backend == "microsandbox":
+        from harness.backends.microsandbox import MicrosandboxInspector
+
+        return MicrosandboxInspector()
     raise BackendUnavailable(f"the harness has no inspector for backend {backend!r} yet (harness/backends/)")
 
 
 def inspectable_backends() -> tuple[str, ...]:
     """Backends the sweeper visits."""
-    return ("docker",)
+    return ("docker", "microsandbox")

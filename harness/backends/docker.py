@@ -33,7 +33,9 @@ class DockerInspector:
         return client
 
     def _containers(self, workspace_id: str) -> list[Container]:
-        return self.client.containers.list(all=True, filters={"label": f"{LABEL_WORKSPACE}={workspace_id}"})
+        # ignore_removed: a container removed between the list and its inspect (another run, a cleanup) is gone.
+        return self.client.containers.list(all=True, filters={"label": f"{LABEL_WORKSPACE}={workspace_id}"},
+                                           ignore_removed=True)
 
     def instances(self, workspace_id: str) -> list[BackendInstance]:
         """Every container labelled with this workspace id (devsy should keep at most one)."""
@@ -63,7 +65,7 @@ class DockerInspector:
     def sweep(self, owned: LabelMatch, keep: LabelMatch) -> SweepOutcome:
         """Remove every container, then every volume, whose labels `owned` accepts and `keep` does not."""
         outcome = SweepOutcome()
-        for container in self.client.containers.list(all=True):
+        for container in self.client.containers.list(all=True, ignore_removed=True):
             labels = container.labels or {}
             if owned(labels) and not keep(labels):
                 _remove(outcome, f"container {container.name}", partial(container.remove, force=True, v=True))

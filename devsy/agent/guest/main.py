@@ -1,4 +1,5 @@
-"""`devsy-agent` commands: `ssh-server --stdio` (the SSH server), `setup` (prepare once, report), `version`."""
+"""`devsy-agent` commands: `ssh-server --stdio` (the SSH server), `setup` (prepare once, report), `version`; on a
+remote machine: `runtime-serve` (a workspace's runtime, relayed over stdio) and `workspace-remove`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="write debug logs to this file (default: warnings on stderr)")
     sub.add_parser("setup", help="unpack, create the host key, print a JSON report")
     sub.add_parser("version", help="print the build and Python tag as JSON")
+    sub.add_parser("runtime-serve", help="install and run a workspace's runtime; relay it on stdio (request on "
+                                         "stdin, see runtime_serve.py)")
+    remove = sub.add_parser("workspace-remove", help="remove a workspace's folder under the agent's home")
+    remove.add_argument("--home", default="", help="the agent's home (default ~/.devsy-agent)")
+    remove.add_argument("--workspace", required=True, help="the workspace id")
     return parser
 
 
@@ -42,6 +48,16 @@ def main(argv: list, site: str, build: str) -> int:
 
         return serve_stdio(state_dir, args.workdir)
     import json
+
+    if args.command == "runtime-serve":
+        from .runtime_serve import serve
+
+        return serve()
+    if args.command == "workspace-remove":
+        from .runtime_install import agent_home, remove_workspace
+
+        print(json.dumps({"removed": remove_workspace(agent_home(args.home), args.workspace)}))
+        return 0
 
     report = {"build": build, "python": tag, "python_version": sys.version.split()[0], "site": site}
     if args.command == "setup":

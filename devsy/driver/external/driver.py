@@ -39,7 +39,7 @@ class ExternalDriver:
     def client(self) -> RuntimeClient:
         with self._lock:
             if self._client is None:
-                plugin = PluginClient.launch(self.command, self._launch_options)
+                plugin = self._launch()
                 client = RuntimeClient(plugin.stub, plugin.name, self.command.redactor())
                 try:
                     self._description = client.info(opt_in_on_run=True)
@@ -49,6 +49,10 @@ class ExternalDriver:
                 self._plugin, self._client = plugin, client
                 atexit.register(self.close)  # a graceful exit; a crash still tears it down through the lease
             return self._client
+
+    def _launch(self) -> PluginClient:
+        """Start the provider (a remote machine provider reaches its runtime another way: driver/remote)."""
+        return PluginClient.launch(self.command, self._launch_options)
 
     @property
     def description(self) -> ProviderDescription:

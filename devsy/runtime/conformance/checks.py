@@ -20,6 +20,12 @@ class CaseSkipped(Exception):
     """The provider does not offer what the case needs (it says so in Info)."""
 
 
+class CaseBlocked(Exception):
+    """The case needs a running instance, and the provider reported that it cannot boot one on this host (a
+    RuntimeError with detail kind `boot-failed`, e.g. a microVM where KVM cannot run guests). Not a pass, not a
+    provider fault: the case must run where instances can boot. The message carries the provider's evidence."""
+
+
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise CaseFailed(message)

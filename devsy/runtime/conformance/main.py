@@ -1,6 +1,11 @@
 """`devsy-conformance [OPTIONS] PROVIDER [ARGS...]`: run every conformance case of shared/PROTOCOL.md against a
 provider executable (Python- or Go-built), launched like a host does: `PROVIDER serve ARGS...` under the runtime
-supervisor, with the go-plugin handshake. Prints one PASS/FAIL/SKIP line per case and exits 1 on any failure.
+supervisor, with the go-plugin handshake. Prints one PASS/FAIL/SKIP/BLOCKED line per case.
+
+SKIP: the provider does not offer what the case needs (it says so in Info). BLOCKED: the case needs a running
+instance and the provider reported that none can boot on this host (e.g. a microVM where KVM cannot run guests); the
+line carries the provider's evidence. Exit status: 0 when every case passed or was skipped, 1 on any failure, 3 when
+nothing failed but some cases were blocked (the run is incomplete: repeat it where instances boot).
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ import grpc
 from devsy.errors import DevsyError
 from devsy.runtime.conformance import cases_exec as ex
 from devsy.runtime.conformance import cases_lifecycle as lc
-from devsy.runtime.conformance.checks import CaseFailed, CaseSkipped
+from devsy.runtime.conformance import cases_validation as va
+from devsy.runtime.conformance.checks import CaseBlocked, CaseFailed, CaseSkipped
 from devsy.runtime.conformance.session import Session, Target
 from devsy.runtime.launcher import ProviderCommand
 from devsy.runtime.status import DetailError, from_error
 
 DEFAULT_IMAGE = "devsy-guest:bookworm"
+EXIT_BLOCKED = 3
+STATUSES = ("PASS", "FAIL", "SKIP", "BLOCKED")
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,8 @@ class Case:
 CASES: tuple[Case, ...] = (
     Case("info", lc.case_info),
     Case("discovery", lc.case_discovery),
+    Case("validation/invalid-requests", va.case_invalid_requests),
+    Case("validation/absent-workspace", va.case_absent_workspace),
     Case("lifecycle", lc.case_lifecycle),
     Case("reuse-preflight", lc.case_reuse_preflight),
     Case("recreate-on-run", lc.case_recreate_on_run),
@@ -57,7 +67,7 @@ CASES: tuple[Case, ...] = (
 @dataclass
 class Outcome:
     name: str
-    status: str  # PASS, FAIL, SKIP
+    status: str  # one of STATUSES
     seconds: float
     note: str = ""
 
@@ -74,6 +84,7 @@ def _describe_rpc_error(exc: grpc.RpcError) -> str:
 
 def run_case(session: Session, case: Case) -> Outcome:
     started = time.monotonic()
+    session.current_case = case.name
     try:
         if not session.healthy():
             session.launch()  # a previous case may have crashed the provider; each case gets a live one
@@ -81,6 +92,8 @@ def run_case(session: Session, case: Case) -> Outcome:
         status, text = "PASS", str(note or "")
     except CaseSkipped as exc:
         status, text = "SKIP", str(exc)
+    except CaseBlocked as exc:
+        status, text = "BLOCKED", str(exc)
     except (CaseFailed, AssertionError) as exc:
         status, text = "FAIL", str(exc)
     except grpc.RpcError as exc:
@@ -134,15 +147,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments after `serve`")
     args = parser.parse_args(argv)
     binary = shutil.which(args.provider) or args.provider
-    target = Target(command=ProviderCommand(binary=binary, args=args.args, env=dict(args.env)), image=args.image,
+    # `devsy-conformance PROVIDER serve` reads like the command a host runs; `serve` is added by the launch itself.
+    provider_args = args.args[1:] if args.args[:1] == ["serve"] else args.args
+    target = Target(command=ProviderCommand(binary=binary, args=provider_args, env=dict(args.env)), image=args.image,
                     remote_user=args.remote_user, handshake_timeout=args.handshake_timeout)
     try:
         outcomes = run_suite(target, args.only)
     except DevsyError as exc:
         print(f"FAIL  launch: {exc}", flush=True)
         return 1
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("PASS", "FAIL", "SKIP")}
-    print(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    counts = {s: sum(o.status == s for o in outcomes) for s in STATUSES}
+    summary = f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
+    if counts["BLOCKED"]:
+        blocked = [o.name for o in outcomes if o.status == "BLOCKED"]
+        print(f"{summary}, {counts['BLOCKED']} blocked: need a booted instance, which this host cannot provide "
+              f"({', '.join(blocked)}); run them where instances boot")
+        return 1 if counts["FAIL"] else EXIT_BLOCKED
+    print(summary)
     return 1 if counts["FAIL"] or not outcomes else 0
 
 

@@ -11,14 +11,17 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devsy.runtime.conformance import commands as c
-from devsy.runtime.conformance.checks import StreamRecord, check
+from devsy.runtime.conformance.checks import CaseBlocked, StreamRecord, check
 from devsy.runtime.constants import HEALTH_SERVICE, MAX_FRAME
 from devsy.runtime.launcher import ProviderCommand
 from devsy.runtime.plugin_client import LaunchOptions, PluginClient
+from devsy.runtime.status import DetailError, from_error
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 LABEL_RUN = "dev.devsy.conformance-run"
 UNARY_TIMEOUT_S = 300.0
+# The RuntimeError detail kind a devsy-built provider sends when an instance was created but never booted.
+BOOT_FAILED_KIND = "boot-failed"
 EXEC_TIMEOUT_S = 120.0
 
 
@@ -47,6 +50,11 @@ class Session:
         self._cleanups: list[tuple[str, Callable[[], None]]] = []
         self._exec_workspace = ""
         self.plugin: PluginClient | None = None
+        # Set by the first RunImage whose instance could not boot: later cases needing an instance are blocked at
+        # once with that evidence instead of booting (and failing) again, which takes a bounded but long time.
+        self.blocked = ""
+        self.blocked_by = ""
+        self.current_case = ""
 
     # -- provider process ----------------------------------------------------------------------------------------
     def launch(self) -> None:
@@ -109,9 +117,19 @@ class Session:
         return request
 
     def create(self, workspace_id: str, **fields: object) -> pb.ContainerDetails:
+        if self.blocked:
+            raise CaseBlocked(f"needs a booted instance; this host cannot boot one (shown by case {self.blocked_by}; "
+                              "not retried)")
         self.on_cleanup(f"delete workspace {workspace_id}",
                         lambda: self.stub.Delete(pb.DeleteRequest(workspace_id=workspace_id), timeout=UNARY_TIMEOUT_S))
-        self.stub.RunImage(self.run_request(workspace_id, **fields), timeout=UNARY_TIMEOUT_S)
+        try:
+            self.stub.RunImage(self.run_request(workspace_id, **fields), timeout=UNARY_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            evidence = _boot_failure(exc)
+            if not evidence:
+                raise
+            self.blocked, self.blocked_by = evidence, self.current_case
+            raise CaseBlocked(f"needs a booted instance; the provider could not boot one here: {evidence}") from None
         return self.require_status(workspace_id, "running", "after RunImage")
 
     def find(self, workspace_id: str) -> pb.FindResponse:
@@ -128,8 +146,8 @@ class Session:
     def exec_workspace(self) -> str:
         """One running workspace shared by the exec cases."""
         if not self._exec_workspace:
+            self.create(self.workspace_id("exec"))  # remembered only once it exists
             self._exec_workspace = self.workspace_id("exec")
-            self.create(self._exec_workspace)
         return self._exec_workspace
 
     # -- streams ---------------------------------------------------------------------------------------------------
@@ -143,3 +161,15 @@ class Session:
         for message in self.stub.Exec(iter(frames), timeout=timeout):
             record.add(message)
         return record
+
+
+def _boot_failure(exc: grpc.RpcError) -> str:
+    """The provider's message when `exc` says the instance never booted; "" for every other failure."""
+    try:
+        info = from_error(exc)
+    except DetailError:
+        return ""
+    if info is None or info.details.get("kind") != BOOT_FAILED_KIND:
+        return ""
+    hint = info.details.get("hint", "")
+    return f"{info.message}" + (f" (hint: {hint})" if hint else "")

@@ -1,0 +1,104 @@
+"""`devsy-provider-microsandbox serve`: the built-in MicroSandbox driver served over Runtime Protocol v1.
+
+Provider options arrive as environment variables named like the built-in provider's options (MICROSANDBOX_MEMORY,
+MICROSANDBOX_CPUS, ..., INACTIVITY_TIMEOUT; shared/MICROSANDBOX.md): the host puts `--provider-option KEY=VALUE` into
+the provider's environment, which travels through the supervisor's config pipe (never argv or disk). MSB_PATH,
+MSB_HOME and MSB_LIBKRUNFW_PATH select the msb binary, its state and its libkrunfw as usual. ReusePreflight and
+ON_RUN replacement (RunImage with allow_recreate) are supported.
+
+The sandbox records one mount-policy label: the host's devcontainer-level policy plus how msb presents the folder
+(stat virtualization, host permissions). The host compares the devcontainer-level part itself (it knows nothing of
+msb), so Find reports that part under the policy label and the msb part under its own label; ReusePreflight checks
+both against the recorded label and this process's options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping
+
+from devsy.driver.base import LABEL_MOUNT_POLICY, ContainerDetails
+from devsy.driver.microsandbox.driver import MicrosandboxDriver
+from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy
+from devsy.driver.microsandbox.options import OPTION_HELP, parse_microsandbox_options
+from devsy.errors import DevsyError
+from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
+
+PROG = "devsy-provider-microsandbox"
+# Where Find reports how msb presents the workspace folder (the part of the recorded policy only msb knows).
+LABEL_MOUNT_PRESENTATION = "dev.devsy.mount-presentation"
+# The keys msb's presentation adds to the mount policy (derived, so a new key in mounts.py is split off too).
+_PRESENTATION_KEYS = tuple(part.split("=", 1)[0] + "=" for part in WorkspaceMountPolicy().label_suffix().split(";"))
+
+
+def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
+    """The documented MicroSandbox provider options present in `environ` (other variables are not options)."""
+    return {name: environ[name] for name in OPTION_HELP if name in environ}
+
+
+def split_policy(policy: str) -> tuple[str, str]:
+    """(devcontainer-level policy, msb presentation) of a recorded mount-policy label; either may be empty."""
+    parts = policy.split(";") if policy else []
+    presentation = [p for p in parts if p.startswith(_PRESENTATION_KEYS)]
+    return ";".join(p for p in parts if p not in presentation), ";".join(presentation)
+
+
+class MicrosandboxProviderDriver(MicrosandboxDriver):
+    """MicrosandboxDriver plus the Preflight hook the SDK calls, and the host-facing split of the policy label."""
+
+    def preflight(self, disable_auto_start: bool = False) -> None:
+        self.client  # noqa: B018 - finds msb and checks its version: BackendUnavailable with an install hint
+
+    def find(self, workspace_id: str) -> ContainerDetails | None:
+        found = super().find(workspace_id)
+        if found is None or LABEL_MOUNT_POLICY not in found.labels:
+            return found
+        base, presentation = split_policy(found.labels[LABEL_MOUNT_POLICY])
+        labels = {**found.labels, LABEL_MOUNT_POLICY: base}
+        if presentation:
+            labels[LABEL_MOUNT_PRESENTATION] = presentation
+        return dataclasses.replace(found, labels=labels)
+
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
+        # The SDK derives `mount_policy` from what Find reports (the devcontainer-level part); the built-in check
+        # appends this process's presentation and compares with the recorded label, so a changed
+        # MICROSANDBOX_WORKSPACE_* option is refused like a changed owner.
+        super().reuse_preflight(workspace_id, remote_user, split_policy(mount_policy)[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    rest = require_serve_command(PROG, sys.argv[1:] if argv is None else argv)
+    if rest:
+        print(f"{PROG}: unexpected arguments; options come from the environment ({', '.join(OPTION_HELP)})",
+              file=sys.stderr)
+        return 2
+    try:
+        driver = MicrosandboxProviderDriver(parse_microsandbox_options(provider_options(os.environ)))
+    except DevsyError as exc:  # an invalid option: named in the message, its value never shown
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    info = ProviderInfo(driver_name="microsandbox", driver_version=_devsy_version(), runtime_name="microsandbox",
+                        runtime_version=_msb_version(driver), recreate_on_run=True)
+    return serve(driver, info)
+
+
+def _msb_version(driver: MicrosandboxDriver) -> str:
+    try:
+        return driver.client.binary.version_text
+    except DevsyError:  # informational only; Preflight and every RPC report a missing msb properly
+        return ""
+
+
+def _devsy_version() -> str:
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return metadata.version("devsy")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""MicroSandbox as the harness sees it: sandboxes and volumes through the real `msb` CLI (not devsy's driver).
+
+Sandboxes carry devsy's labels (`dev.devsy.workspace`, ...), read with `msb inspect NAME --format json`. msb volumes
+carry no labels, so a volume belongs to a workspace when that workspace's sandbox lists it as created
+(`dev.devsy.created-volumes`) or when its name starts with `<workspace id>-`: every volume a scenario asks for is
+named after its workspace id, which is also how a volume left by a failed `up` (no sandbox any more) is still found.
+Every command is bounded and runs in its own process group; msb's state directory is the one devsy uses (MSB_HOME).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from harness.backends import LABEL_WORKSPACE, BackendInstance, BackendUnavailable, LabelMatch, SweepOutcome
+from harness.commands import CompletedCommand, run_bounded, tail
+
+MSB_TIMEOUT = 60.0
+SANDBOX_PREFIX = "devsy-"
+LABEL_CREATED_VOLUMES = "dev.devsy.created-volumes"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    name: str
+    status: str
+    created_at: str
+    labels: dict[str, str]
+
+    @property
+    def workspace(self) -> str:
+        return self.labels.get(LABEL_WORKSPACE, "")
+
+    @property
+    def created_volumes(self) -> list[str]:
+        return [v for v in self.labels.get(LABEL_CREATED_VOLUMES, "").split(",") if v]
+
+
+class MsbFailed(BackendUnavailable):
+    """An msb command the inspector ran failed (or printed no JSON) for a reason other than "not found"."""
+
+
+class MicrosandboxInspector:
+    backend = "microsandbox"
+
+    @cached_property
+    def msb(self) -> str:
+        from devsy.driver.microsandbox.locate import locate_msb  # the binary devsy itself would run
+        from devsy.errors import DevsyError
+
+        try:
+            return locate_msb().path
+        except DevsyError as exc:
+            raise BackendUnavailable(f"msb is not usable: {exc}") from exc
+
+    def _run(self, *args: str) -> CompletedCommand:
+        completed = run_bounded([self.msb, *args], timeout=MSB_TIMEOUT)
+        if completed.timed_out:
+            raise MsbFailed(f"`msb {' '.join(args)}` did not finish within {MSB_TIMEOUT:g}s (process group killed)")
+        return completed
+
+    def _json(self, *args: str) -> Any:
+        completed = self._run(*args, "--format", "json")
+        if completed.exit_code != 0:
+            raise MsbFailed(f"`msb {' '.join(args)}` exited {completed.exit_code}: {tail(completed.stderr, 5)}")
+        return _parse(completed, f"msb {' '.join(args)}")
+
+    # -- reading -------------------------------------------------------------------------------------------------
+    def _inspect(self, name: str) -> Sandbox | None:
+        completed = self._run("inspect", name, "--format", "json")
+        if completed.exit_code != 0:
+            if f"sandbox not found: {name}" in completed.stderr.decode("utf-8", "replace"):
+                return None  # removed between `ls` and `inspect`
+            raise MsbFailed(f"`msb inspect {name}` exited {completed.exit_code}: {tail(completed.stderr, 5)}")
+        data = _parse(completed, f"msb inspect {name}")
+        config = data.get("active_config") or data.get("config") or {}
+        labels = {str(k): str(v) for k, v in (config.get("labels") or {}).items()}
+        return Sandbox(str(data.get("name", name)), str(data.get("status", "")), str(data.get("created_at", "")),
+                       labels)
+
+    def _sandboxes(self, *label_filter: str) -> list[Sandbox]:
+        args = [arg for label in label_filter for arg in ("--label", label)]
+        listed = self._json("ls", *args)
+        names = [str(entry.get("name", "")) for entry in listed]
+        names = [name for name in names if name.startswith(SANDBOX_PREFIX)]
+        return [sandbox for name in sorted(names) if (sandbox := self._inspect(name)) is not None]
+
+    def _volume_names(self) -> list[str]:
+        return sorted(str(entry.get("name", "")) for entry in self._json("volume", "ls"))
+
+    def instances(self, workspace_id: str) -> list[BackendInstance]:
+        """Every sandbox labelled with this workspace id (devsy should keep at most one)."""
+        return [_instance(s) for s in self._sandboxes(f"{LABEL_WORKSPACE}={workspace_id}")]
+
+    def volumes(self, workspace_id: str) -> list[str]:
+        """Volumes the workspace's sandbox created, and volumes named `<workspace id>-...`."""
+        created = {v for s in self._sandboxes(f"{LABEL_WORKSPACE}={workspace_id}") for v in s.created_volumes}
+        return [name for name in self._volume_names() if name in created or name.startswith(f"{workspace_id}-")]
+
+    def instance_logs(self, workspace_id: str, lines: int = 200) -> str:
+        parts = []
+        for sandbox in self._sandboxes(f"{LABEL_WORKSPACE}={workspace_id}"):
+            completed = self._run("logs", sandbox.name, "--source", "all", "--no-color", "--tail", str(lines))
+            text = (completed.stdout + completed.stderr).decode("utf-8", "replace")
+            parts.append(f"--- msb logs {sandbox.name} --source all (last {lines} lines; status {sandbox.status}) "
+                         f"---\n{text}")
+        return "\n".join(parts) or f"(no sandbox labelled {LABEL_WORKSPACE}={workspace_id})"
+
+    # -- removing ------------------------------------------------------------------------------------------------
+    def remove_workspace(self, workspace_id: str) -> list[str]:
+        """Force-remove the workspace's sandboxes, then its volumes; already-gone objects are fine."""
+        volumes = self.volumes(workspace_id)
+        removed = []
+        for sandbox in self._sandboxes(f"{LABEL_WORKSPACE}={workspace_id}"):
+            self._remove_sandbox(sandbox.name)
+            removed.append(f"sandbox {sandbox.name}")
+        for name in volumes:
+            self._remove_volume(name)
+            removed.append(f"volume {name}")
+        return removed
+
+    def sweep(self, owned: LabelMatch, keep: LabelMatch) -> SweepOutcome:
+        """Remove every devsy sandbox, then every volume, whose labels `owned` accepts and `keep` does not.
+
+        A volume's labels are its workspace's: the sandbox that created it, else the workspace whose id prefixes
+        its name, else (an orphan) its own name, which is owned when it starts with a run's workspace prefix."""
+        outcome = SweepOutcome()
+        sandboxes = self._sandboxes()
+        workspaces = sorted({s.workspace for s in sandboxes if s.workspace}, key=len, reverse=True)
+        creator = {v: s.workspace for s in sandboxes for v in s.created_volumes}
+        for sandbox in sandboxes:
+            if owned(sandbox.labels) and not keep(sandbox.labels):
+                _record(outcome, f"sandbox {sandbox.name}", lambda n=sandbox.name: self._remove_sandbox(n))
+        for name in self._volume_names():
+            workspace = creator.get(name) or next((w for w in workspaces if name.startswith(f"{w}-")), name)
+            labels = {LABEL_WORKSPACE: workspace}
+            if owned(labels) and not keep(labels):
+                _record(outcome, f"volume {name}", lambda n=name: self._remove_volume(n))
+        return outcome
+
+    def _remove_sandbox(self, name: str) -> None:
+        completed = self._run("rm", "--force", name)
+        if completed.exit_code != 0 and f"sandbox not found: {name}" not in completed.stderr.decode("utf-8", "replace"):
+            raise MsbFailed(f"`msb rm --force {name}` exited {completed.exit_code}: {tail(completed.stderr, 5)}")
+
+    def _remove_volume(self, name: str) -> None:
+        completed = self._run("volume", "rm", name)
+        if completed.exit_code != 0 and "volume not found" not in completed.stderr.decode("utf-8", "replace"):
+            raise MsbFailed(f"`msb volume rm {name}` exited {completed.exit_code}: {tail(completed.stderr, 5)}")
+
+
+def _instance(sandbox: Sandbox) -> BackendInstance:
+    # Only a Running VM is "running" (as devsy's driver reports it); every other msb status is shown lowercased.
+    return BackendInstance(id=sandbox.name, name=sandbox.name, created_at=sandbox.created_at,
+                           status=sandbox.status.lower(), labels=dict(sandbox.labels))
+
+
+def _parse(completed: CompletedCommand, what: str) -> Any:
+    try:
+        return json.loads(completed.stdout)
+    except ValueError as exc:
+        raise MsbFailed(f"`{what} --format json` printed no JSON ({exc}): {tail(completed.stdout, 3)}") from exc
+
+
+def _record(outcome: SweepOutcome, what: str, action: Callable[[], None]) -> None:
+    try:
+        action()
+        outcome.removed.append(what)
+    except (MsbFailed, OSError) as exc:
+        outcome.errors.append(f"{what}: {exc}")
