@@ -16,6 +16,7 @@ from devsy.driver.docker.driver import DockerDriver
 from devsy.driver.docker.options import OPTION_HELP, parse_docker_options
 from devsy.errors import BackendUnavailable, DevsyError
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
+from devsy.version import devsy_version
 
 PROG = "devsy-provider-docker"
 
@@ -56,18 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except DevsyError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    info = ProviderInfo(driver_name="docker", driver_version=_devsy_version(), runtime_name="docker",
+    info = ProviderInfo(driver_name="docker", driver_version=devsy_version(), runtime_name="docker",
                         runtime_version=_engine_version(driver), recreate_on_run=True)
     return serve(driver, info)
-
-
-def _devsy_version() -> str:
-    from importlib import metadata  # noqa: PLC0415
-
-    try:
-        return metadata.version("devsy")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy
 from devsy.driver.microsandbox.options import OPTION_HELP, parse_microsandbox_options
 from devsy.errors import DevsyError
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
+from devsy.version import devsy_version
 
 PROG = "devsy-provider-microsandbox"
 # Where Find reports how msb presents the workspace folder (the part of the recorded policy only msb knows).
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except DevsyError as exc:  # an invalid option: named in the message, its value never shown
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    info = ProviderInfo(driver_name="microsandbox", driver_version=_devsy_version(), runtime_name="microsandbox",
+    info = ProviderInfo(driver_name="microsandbox", driver_version=devsy_version(), runtime_name="microsandbox",
                         runtime_version=_msb_version(driver), recreate_on_run=True)
     return serve(driver, info)
 
@@ -89,15 +90,6 @@ def _msb_version(driver: MicrosandboxDriver) -> str:
         return driver.client.binary.version_text
     except DevsyError:  # informational only; Preflight and every RPC report a missing msb properly
         return ""
-
-
-def _devsy_version() -> str:
-    from importlib import metadata  # noqa: PLC0415
-
-    try:
-        return metadata.version("devsy")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 if __name__ == "__main__":
