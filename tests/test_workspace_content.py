@@ -94,7 +94,10 @@ def test_ctrl_c_during_clone_removes_the_partial(tmp_path: Path, silent_server: 
     port = silent_server.getsockname()[1]
     dest = tmp_path / "ws" / "content"
     script = (
-        "import sys; from pathlib import Path; from devsy.workspace.content import clone_git\n"
+        "import signal, sys; from pathlib import Path; from devsy.workspace.content import clone_git\n"
+        # A shell that started this run in the background may have left SIGINT ignored, and Python then installs
+        # no KeyboardInterrupt handler; make the child react to Ctrl-C as an interactive devsy would.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "clone_git(sys.argv[1], Path(sys.argv[2]), timeout=60)\n"
     )
     child = subprocess.Popen(
