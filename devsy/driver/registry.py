@@ -46,8 +46,9 @@ def make_driver(name: str, options: Mapping[str, str], *, connect: bool = True) 
         from devsy.driver.remote.driver import RemoteDriver  # noqa: PLC0415 - only for remote machine providers
 
         return RemoteDriver.from_options(options)  # validates its provider config; contacts nothing until used
+    known = ", ".join([*BUILTIN_PROVIDERS, *external.KNOWN])
     raise UsageError(f"unknown provider {name!r}",
-                     hint=f"use one of: {', '.join([*BUILTIN_PROVIDERS, *external.KNOWN])}, or external:EXECUTABLE")
+                     hint=f"use one of: {known}, remote (with PROVIDER_CONFIG), or external:EXECUTABLE")
 
 
 def network_mode_of(name: str, options: Mapping[str, str]) -> str:
