@@ -97,9 +97,13 @@ def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
     failing = sorted(f"{c}[{p}]" for (c, p), cell in cells.items() if cell.kind == C_FAIL)
     if failing:
         return Verdict(backend, builtin, external, NO, f"{len(failing)} failing: {', '.join(failing)}")
-    unfinished = sorted(f"{c}[{p}] ({cell.text})" for (c, p), cell in cells.items() if cell.kind != C_PASS)
+    unfinished = sorted((p, f"{c}[{p}]", cell.text) for (c, p), cell in cells.items() if cell.kind != C_PASS)
     if unfinished:
-        return Verdict(backend, builtin, external, UNDECIDED, f"not every case ran: {', '.join(unfinished)}")
+        # One reason per provider (usually the same probe for all its cases); the table below names each case.
+        counts = {p: sum(1 for q, _, _ in unfinished if q == p) for p, _, _ in unfinished}
+        reasons = {p: text for p, _, text in reversed(unfinished)}
+        why = "; ".join(f"{p}: {counts[p]} cases, e.g. {text}" for p, text in sorted(reasons.items()))
+        return Verdict(backend, builtin, external, UNDECIDED, f"not every applicable case ran ({why})")
     if report.narrowed:
         return Verdict(backend, builtin, external, UNDECIDED, f"the run was narrowed ({', '.join(report.narrowed_by)})")
     if report.shard is not None:
