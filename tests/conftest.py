@@ -79,6 +79,9 @@ def _remove_owned(client, workspace_id: str) -> None:
         container.remove(force=True, v=True)
     for volume in client.volumes.list(filters={"label": label}):
         volume.remove(force=True)
+    for image in client.images.list(filters={"label": label}):  # built from a test's Dockerfile
+        for tag in image.tags:
+            client.images.remove(tag, force=True)
 
 
 @pytest.fixture
