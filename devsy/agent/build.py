@@ -8,6 +8,8 @@ fixed order with fixed timestamps and no compression, so the same key always yie
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import argparse
 import hashlib
 import os
@@ -69,21 +71,25 @@ def build_agent(arch: str | None = None, *, lock: WheelLock = DEFAULT_LOCK, root
     """The agent for `arch` (default: this machine's), built on first use of its content key."""
     arch = normalize_arch(arch) if arch else host_arch()
     key = content_key(arch, lock)
-    out_dir = (root or cache_root()) / "agent" / key
-    path = out_dir / f"devsy-agent-{arch}.pyz"
+    path = (root or cache_root()) / "agent" / key / f"devsy-agent-{arch}.pyz"
+    return build_once(path, arch, key, "the agent",
+                      lambda target: _write_agent(target, key, arch, ensure_wheels(arch, lock, root)))
+
+
+def build_once(path: Path, arch: str, key: str, what: str, write: Callable[[Path], None]) -> BuiltAgent:
+    """The cached build at `path`, or `write` it once; concurrent builders of the same key wait on a file lock."""
     built = _cached(path, arch, key)
     if built is not None:
         return built
-    wheels = ensure_wheels(arch, lock, root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(out_dir / ".lock"), timeout=LOCK_TIMEOUT_S):
+        with FileLock(str(path.parent / ".lock"), timeout=LOCK_TIMEOUT_S):
             built = _cached(path, arch, key)
             if built is None:
-                _write_agent(path, key, arch, wheels)
+                write(path)
                 built = _cached(path, arch, key)
     except Timeout as exc:
-        raise AgentBuildError(f"another process held {out_dir}/.lock too long while building the agent",
+        raise AgentBuildError(f"another process held {path.parent}/.lock too long while building {what}",
                               hint="wait for other devsy builds to finish and retry") from exc
     assert built is not None
     return built

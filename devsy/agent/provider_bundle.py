@@ -19,11 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
 
 from devsy.agent.build import (
     BuiltAgent,
-    _cached,  # same package: one reader of `<bundle>.sha256`
+    build_once,
     host_arch,
     wheel_entries,
     wheel_manifest,
@@ -31,7 +30,7 @@ from devsy.agent.build import (
 )
 from devsy.agent.errors import AgentBuildError
 from devsy.agent.lock import MACHINES, WheelLock, normalize_arch
-from devsy.agent.wheels import LOCK_TIMEOUT_S, WheelSet, cache_root, ensure_wheels
+from devsy.agent.wheels import WheelSet, cache_root, ensure_wheels
 
 FORMAT_VERSION = 1
 _BOOT = Path(__file__).with_name("boot.py")
@@ -111,24 +110,9 @@ def build_provider(provider: str = "docker", arch: str | None = None, *, lock: W
     spec = _spec(provider)
     arch = normalize_arch(arch) if arch else host_arch()
     key = content_key(provider, arch, lock)
-    out_dir = (root or cache_root()) / "providers" / key
-    path = out_dir / f"{spec.program}-{arch}.pyz"
-    built = _cached(path, arch, key)
-    if built is not None:
-        return built
-    wheels = ensure_wheels(arch, lock, root)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        with FileLock(str(out_dir / ".lock"), timeout=LOCK_TIMEOUT_S):
-            built = _cached(path, arch, key)
-            if built is None:
-                write_zipapp(path, bundle_entries(spec, key, arch, wheels))
-                built = _cached(path, arch, key)
-    except Timeout as exc:
-        raise AgentBuildError(f"another process held {out_dir}/.lock too long while building {spec.program}",
-                              hint="wait for other devsy builds to finish and retry") from exc
-    assert built is not None
-    return built
+    path = (root or cache_root()) / "providers" / key / f"{spec.program}-{arch}.pyz"
+    return build_once(path, arch, key, spec.program, lambda target: write_zipapp(
+        target, bundle_entries(spec, key, arch, ensure_wheels(arch, lock, root))))
 
 
 def main(argv: list[str] | None = None) -> int:

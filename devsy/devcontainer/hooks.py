@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from collections import deque
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
@@ -45,18 +45,15 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
     for label, argv in command.argvs():
         tee = _Tee(progress)
         with progress.step(f"running {label}"):
-            result = driver.exec(workspace_id, ExecRequest(argv=argv, stdout=_as_binary(tee), stderr=_as_binary(tee),
-                                                           user=user, workdir=workdir, env=env))
+            stream = cast(BinaryIO, tee)  # a RawIOBase has the write/flush the driver uses
+            result = driver.exec(workspace_id, ExecRequest(argv=argv, stdout=stream, stderr=stream, user=user,
+                                                           workdir=workdir, env=env))
         if result.exit_code != 0:
             raise CommandFailed(
                 f"{label} failed with exit code {result.exit_code} in workspace {workspace_id}; "
                 f"its output ended with:\n{tee.tail()}",
                 hint=f"fix {command.name} in devcontainer.json, then run `devsy up {workspace_id}` again",
             )
-
-
-def _as_binary(raw: io.RawIOBase) -> BinaryIO:
-    return raw  # type: ignore[return-value]  # RawIOBase has the write/flush the driver uses
 
 
 def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
