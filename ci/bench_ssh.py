@@ -1,8 +1,12 @@
 """Benchmark `devsy ssh` against raw `docker exec` on the same workspace, in one run, interleaved.
 
-Prints: 64 MiB each way through `devsy ssh` vs `docker exec -i` (MB/s and ratio, end to end and with the median
+Prints: 64 MiB each way through `devsy ssh` vs `docker exec -i` (MiB/s and ratio, end to end and with the median
 session setup time subtracted), and the median `devsy ssh WS --command true` vs `docker exec C true` (ratio); the
 last line is the same as one JSON object. Runs each pair interleaved so that background load hits both alike.
+
+`devsy ssh` normally runs its session through the workspace's SSH master (started by the first `devsy ssh`; see
+devsy/ssh/mux_master.py). Besides that steady state, the latency line shows a cold start (the master stopped before
+each run, so the run starts it) and the path without a master (DEVSY_SSH_MUX=0), for reference.
 
     python ci/bench_ssh.py [--runs N] [--latency-runs N] [--image devsy-guest:bookworm]
 """
@@ -33,6 +37,15 @@ def _timed(argv: list[str], env: dict[str, str], stdin_path: Path | None = None,
     if proc.returncode != 0 or (expect is not None and proc.stdout.strip() != expect):
         raise SystemExit(f"bench: {argv} failed ({proc.returncode}): {proc.stdout[-200:]!r} {proc.stderr[-500:]!r}")
     return elapsed
+
+
+def _cold(ssh: list[str], env: dict[str, str], home: Path, workspace: str) -> float:
+    """One `devsy ssh ... true` that has to start the workspace's SSH master (stopped first, untimed)."""
+    from devsy.ssh.mux_client import stop_master
+
+    uid = json.loads((home / "workspaces" / workspace / "workspace.json").read_text())["uid"]
+    stop_master(home, workspace, uid)
+    return _timed([*ssh, "true"], env)
 
 
 def _pair(name: str, runs: int, devsy_cmd, raw_cmd) -> tuple[float, float]:
@@ -73,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
 
         lat_devsy, lat_raw = _pair("true", args.latency_runs, lambda: _timed([*ssh, "true"], env),
                                    lambda: _timed(["docker", "exec", container, "true"], env))
-        lat_exec = statistics.median(_timed([*DEVSY, "exec", workspace, "--", "true"], env)
-                                     for _ in range(max(3, args.latency_runs // 3)))
+        few = max(3, args.latency_runs // 3)
+        lat_exec = statistics.median(_timed([*DEVSY, "exec", workspace, "--", "true"], env) for _ in range(few))
+        direct_env = {**env, "DEVSY_SSH_MUX": "0"}
+        lat_direct = statistics.median(_timed([*ssh, "true"], direct_env) for _ in range(few))
+        lat_cold = statistics.median(_cold(ssh, env, Path(env["DEVSY_HOME"]), workspace) for _ in range(few))
         down_cmd = f"head -c {SIZE} /dev/zero"
         down_devsy, down_raw = _pair(
             "down", args.runs,
@@ -92,20 +108,22 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "latency_true_s": {"devsy_ssh": round(lat_devsy, 4), "docker_exec": round(lat_raw, 4),
-                           "devsy_exec": round(lat_exec, 4), "ratio": round(lat_devsy / lat_raw, 2)},
+                           "devsy_exec": round(lat_exec, 4), "ratio": round(lat_devsy / lat_raw, 2),
+                           "devsy_ssh_cold": round(lat_cold, 4), "devsy_ssh_no_master": round(lat_direct, 4)},
     }
     print(f"latency  `devsy ssh --command true` {lat_devsy * 1000:7.1f} ms   `docker exec true` "
           f"{lat_raw * 1000:7.1f} ms   ratio {lat_devsy / lat_raw:5.2f}x (target <= 3)   "
-          f"[`devsy exec true` {lat_exec * 1000:.1f} ms]")
+          f"[cold start {lat_cold * 1000:.1f} ms, without a master {lat_direct * 1000:.1f} ms, "
+          f"`devsy exec true` {lat_exec * 1000:.1f} ms]")
     for name, devsy_s, raw_s in (("guest->host", down_devsy, down_raw), ("host->guest", up_devsy, up_raw)):
         steady_devsy, steady_raw = rate(max(devsy_s - lat_devsy, 1e-3)), rate(max(raw_s - lat_raw, 1e-3))
         result[name] = {"devsy_ssh_mb_s": round(rate(devsy_s), 1), "docker_exec_mb_s": round(rate(raw_s), 1),
                         "ratio": round(raw_s / devsy_s, 2), "devsy_ssh_transfer_mb_s": round(steady_devsy, 1),
                         "docker_exec_transfer_mb_s": round(steady_raw, 1),
                         "transfer_ratio": round(steady_devsy / steady_raw, 2)}
-        print(f"64 MiB {name}  devsy ssh {rate(devsy_s):6.1f} MB/s   docker exec -i {rate(raw_s):6.1f} MB/s   "
+        print(f"64 MiB {name}  devsy ssh {rate(devsy_s):6.1f} MiB/s   docker exec -i {rate(raw_s):6.1f} MiB/s   "
               f"ratio {raw_s / devsy_s:4.2f} (target >= 0.5)   | setup excluded: {steady_devsy:6.1f} vs "
-              f"{steady_raw:6.1f} MB/s, ratio {steady_devsy / steady_raw:4.2f}")
+              f"{steady_raw:6.1f} MiB/s, ratio {steady_devsy / steady_raw:4.2f}")
     print(json.dumps(result, sort_keys=True))
     return 0
 

@@ -9,5 +9,5 @@ report="${DEVSY_REPORT_DIR:-reports/catalogue-$(date -u +%Y%m%dT%H%M%SZ)}"
 status=0
 .venv/bin/python -m pytest scenarios -n 2 -p no:cacheprovider -q --devsy-report "$report" "$@" || status=$?
 echo
-echo "parity table: $(pwd)/$report/parity.md (also parity.html; report.json, junit.xml beside them)"
+echo "parity table: $(realpath -m "$report")/parity.md (also parity.html; report.json, junit.xml beside them)"
 exit "$status"

@@ -92,3 +92,13 @@ class CommandFailed(DevsyError):
     """A lifecycle command (onCreateCommand, postStartCommand, ...) exited non-zero in the guest."""
 
     kind = "lifecycle-command"
+
+
+class ReportedError(DevsyError):
+    """An error another devsy process reported (devsy ssh's master): shown with that process's kind and exit code,
+    so scripts see the same `type` either way."""
+
+    def __init__(self, kind: str, exit_code: int, message: str, hint: str = "") -> None:
+        super().__init__(message, hint)
+        self.kind = kind or DevsyError.kind
+        self.exit_code = exit_code if isinstance(exit_code, int) and 0 < exit_code < 256 else DevsyError.exit_code

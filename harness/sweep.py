@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from devsy.ssh.mux_processes import stop_masters_under
 from harness import ssh_blocks
 from harness.backends import LABEL_WORKSPACE, BackendUnavailable, LabelMatch, inspectable_backends, inspector_for
 from harness.ownership import HARNESS_RUN_LABEL, Ownership, RunPaths, harness_root, is_owned_workspace
@@ -53,6 +54,7 @@ def sweep_run(
         return ownership.owns_workspace(labels.get(LABEL_WORKSPACE, "")) or labels.get(HARNESS_RUN_LABEL) == run_id
 
     report = SweepReport(run_ids=[run_id])
+    report.removed += stop_masters_under(paths.run_dir, lambda workspace_id: workspace_id not in keep_workspaces)
     _sweep_backends(report, owned, lambda labels: labels.get(LABEL_WORKSPACE, "") in keep_workspaces)
     _sweep_ssh(report, owns_id)
     if keep_workspaces:
@@ -74,6 +76,7 @@ def sweep_all_owned(root: Path | None = None) -> SweepReport:
     def owned(labels: dict[str, str]) -> bool:
         return is_owned_workspace(labels.get(LABEL_WORKSPACE, "")) or HARNESS_RUN_LABEL in labels
 
+    report.removed += stop_masters_under(runs)  # devsy ssh's masters serving any run's home
     _sweep_backends(report, owned, lambda labels: False)
     _sweep_ssh(report, is_owned_workspace)
     if runs.is_dir():

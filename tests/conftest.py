@@ -88,6 +88,9 @@ def _remove_owned(client, workspace_id: str) -> None:
 def devsy(tmp_path: Path, docker_client) -> Iterator[DevsyCli]:
     cli = DevsyCli(home=tmp_path / "home", ssh_config=tmp_path / "ssh" / "config")
     yield cli
+    from devsy.ssh.mux_processes import stop_masters_under
+
+    stop_masters_under(cli.home)  # a test that did not delete its workspace leaves its SSH master behind
     for workspace_id in cli.created:
         _remove_owned(docker_client, workspace_id)
 

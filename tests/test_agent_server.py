@@ -75,3 +75,19 @@ def test_pty_session_sees_a_terminal_of_the_requested_size(agent_transport):
 def test_sessions_run_one_after_another_on_one_connection(agent_transport):
     transport, _ = agent_transport
     assert [_run(transport, SessionRequest(f"echo {i}"))[0] for i in range(3)] == [b"0\n", b"1\n", b"2\n"]
+
+
+def test_channels_close_cleanly_while_keys_are_re_exchanged(agent_transport):
+    """paramiko re-exchanges keys every 512 MiB; a long-lived connection (devsy ssh's master) crosses that. A channel
+    closing during a re-exchange used to stall the transport thread for 30 s (see kex_safe.py). Here the client
+    re-keys every 16 KiB, so most of these sessions end while keys are being exchanged."""
+    transport, _ = agent_transport
+    transport.packetizer.REKEY_BYTES = transport.packetizer.REKEY_PACKETS = 1 << 14
+    for _ in range(25):
+        channel = open_session(transport, SessionRequest("head -c 100000 /dev/zero"))
+        received = 0
+        while data := channel.recv(1 << 20):
+            received += len(data)
+        assert channel.status_event.wait(10), "the exit status did not arrive: the transport stalled"
+        assert (received, session_end(channel).exit_code) == (100000, 0)
+    assert transport.is_active()

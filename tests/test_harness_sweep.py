@@ -14,6 +14,7 @@ from typing import Iterator
 import docker
 import pytest
 
+from devsy.ssh.mux_processes import masters_under
 from harness import ssh_blocks, sweep
 from harness.backends import SweepOutcome
 from harness.ownership import HARNESS_RUN_LABEL, Ownership, RunPaths
@@ -135,6 +136,7 @@ def test_hangs(provider, case, devsy):
     config = {"image": %r, "mounts": [f"type=volume,source={wid}-data,target=/data"]}
     (source / ".devcontainer" / "devcontainer.json").write_text(json.dumps(config))
     devsy.up(source, wid).ws()
+    assert devsy.run("ssh", wid, "--command", "true").exit_code == 0  # leaves the workspace's SSH master running
     pathlib.Path(os.environ["HARNESS_TEST_READY"]).write_text(wid)
     time.sleep(600)  # the body is killed with SIGKILL while here
 
@@ -183,6 +185,8 @@ def test_sigkilled_run_is_fully_swept_and_a_rerun_sweeps_first(
     assert client.containers.list(all=True, filters=by_label), "nothing was left to sweep: the test proves nothing"
     assert client.volumes.list(filters=by_label) and paths.run_dir.exists()
     assert workspace_id in ssh_blocks.block_ids(paths.ssh_config)
+    masters = [process for process, _ in masters_under(paths.run_dir)]
+    assert len(masters) == 1, "the case's devsy ssh left no SSH master: the test proves nothing about it"
 
     swept = subprocess.run([sys.executable, "-m", "harness", "sweep", "--run-id", run_id],
                            capture_output=True, text=True, timeout=120)
@@ -190,6 +194,7 @@ def test_sigkilled_run_is_fully_swept_and_a_rerun_sweeps_first(
     assert client.containers.list(all=True, filters=by_label) == []
     assert client.volumes.list(filters=by_label) == []
     assert not paths.run_dir.exists(), "the run directory (DEVSY_HOME, SSH config) survived the sweep"
+    assert not masters[0].is_running() and masters_under(paths.run_dir) == []
 
     kill_mid_case(pytester, run_id, pytester.path / "ready-2")
     (paths.run_dir / "cases" / "leftover-marker").touch()

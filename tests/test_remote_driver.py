@@ -23,6 +23,7 @@ from conftest import DEVSY, DevsyCli, cli_env, containers_of, make_project
 from devsy.agent.build import BuiltAgent, build_agent
 from devsy.agent.delivery import guest_agent_path
 from devsy.agent.provider_bundle import build_provider
+from devsy.ssh.mux_processes import stop_masters_under
 from fixtures.artifact_server import ArtifactServer
 from fixtures.process_observer import ProcessObserver
 from fixtures.remote_host import (
@@ -181,6 +182,9 @@ def test_a_cancelled_command_dies_through_the_remote_chain(cli, remote, guest_im
         proc.kill()
         proc.communicate()
     assert cli.run("ssh", ws_id, "--command", "echo next").stdout == b"next\n"
+    # The workspace's SSH master keeps one exec (and so one remote runtime) open for later sessions; that is the only
+    # thing allowed to remain, and it goes with the master.
+    assert stop_masters_under(cli.home) != []
     assert leftover_processes(remote, docker_client) == ([], [])
 
 

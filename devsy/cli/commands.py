@@ -75,7 +75,7 @@ def _list(args: argparse.Namespace) -> int:
     return emit_success("list", args.json, payload, human)
 
 
-def _cancellable(run: Callable[[CancelToken], int]) -> int:
+def cancellable(run: Callable[[CancelToken], int]) -> int:
     """Run with SIGINT/SIGTERM wired to a cancel token; a command ended by one of them exits 128+signal."""
     cancel = CancelToken()
     received: list[int] = []
@@ -107,7 +107,7 @@ def _exec(args: argparse.Namespace) -> int:
                                   workdir=args.workdir, env=dict(args.env), cancel=cancel)
             return workspace_ops.exec_command(devsy_home(), args.workspace, request).exit_code
 
-        return _cancellable(run)
+        return cancellable(run)
 
 
 @contextlib.contextmanager
@@ -131,16 +131,7 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ssh(args: argparse.Namespace) -> int:
-    # Imported here: only this command needs paramiko, and `devsy exec` must stay fast.
-    from devsy.ssh.command import SshOptions, run_ssh
-
-    options = SshOptions(workspace=args.workspace, command=args.remote_command, user=args.user, env=dict(args.env),
-                         stdio=args.stdio, tty=args.tty)
-    return _cancellable(lambda cancel: run_ssh(devsy_home(), options, cancel))
-
-
 _HANDLERS = {
     "up": _up, "status": _status, "start": _start, "stop": _stop, "delete": _delete, "list": _list,
-    "exec": _exec, "logs": _logs, "ssh": _ssh,
+    "exec": _exec, "logs": _logs,
 }

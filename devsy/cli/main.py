@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from devsy.cli import commands
-from devsy.cli.outcome import emit_error
 from devsy.errors import Cancelled, DevsyError
 from devsy.ssh.redaction import redact_error
 
@@ -74,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     ssh = command("ssh", "Open a shell in the workspace (or run --command) over SSH through the in-guest agent; "
                          "stdout/stderr bytes pass through untouched and the exit code is the command's "
                          "(128+N when it died of signal N).", json_flag=False)
+    ssh.epilog = ("Sessions run through the workspace's SSH master (started by the first `devsy ssh`, like OpenSSH's "
+                  "ControlMaster), so later ones start in tens of milliseconds. It exits after DEVSY_SSH_PERSIST_S "
+                  "idle seconds (default 600) and on stop/delete; DEVSY_SSH_MUX=0 connects without it. "
+                  "SIGINT/SIGTERM stop the command's processes in the workspace and exit 128+N.")
     ssh.add_argument("workspace", metavar="WORKSPACE")
     ssh.add_argument("--command", "-c", dest="remote_command", metavar="COMMAND",
                      help="run this command with the user's shell instead of an interactive shell")
@@ -96,6 +98,17 @@ def _split_guest_command(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _dispatch(args: argparse.Namespace) -> int:
+    # Imported per command: `devsy ssh` runs often and must not pay for the driver, docker or paramiko imports.
+    if args.command == "ssh":
+        from devsy.cli.ssh_command import run_ssh_command
+
+        return run_ssh_command(args)
+    from devsy.cli import commands
+
+    return commands.dispatch(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     head, guest_command = _split_guest_command(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(head)
@@ -105,11 +118,16 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["DEVSY_HOME"] = str(args.home)  # one source of truth for this process and its helpers
     as_json = getattr(args, "json", False)
     try:
-        return commands.dispatch(args)
+        return _dispatch(args)
     except DevsyError as exc:
+        from devsy.cli.outcome import emit_error
+
         return emit_error(args.command, as_json, redact_error(exc))
     except KeyboardInterrupt:
-        return emit_error(args.command, as_json, Cancelled("interrupted", hint="rerun the command; anything it had created was removed"))
+        from devsy.cli.outcome import emit_error
+
+        return emit_error(args.command, as_json,
+                          Cancelled("interrupted", hint="rerun the command; anything it had created was removed"))
 
 
 if __name__ == "__main__":

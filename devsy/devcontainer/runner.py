@@ -24,6 +24,7 @@ from devsy.workspace.record import WorkspaceRecord, delete_record, load_record, 
 from devsy.workspace.source import Source, parse_source
 from devsy.ssh.config_entry import remove_ssh_entry, write_ssh_entry
 from devsy.agent.install import install_agent_for_up
+from devsy.ssh.mux_client import stop_master
 
 _GIT_CLONE_TIMEOUT_S = 600
 
@@ -68,6 +69,8 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             _materialize(source, paths, ledger, progress)
             config = load_workspace_config(source, paths, workspace_id)
             driver = make_driver(provider, options)
+            if existing is not None and request.recreate:
+                stop_master(request.home, existing.id, existing.uid)  # it serves the instance being replaced
             instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger, progress)
             install_agent_for_up(driver, record.id, paths, progress, ledger)
             record.workspace_folder = config.workspace_folder

@@ -17,6 +17,7 @@ from devsy.driver.registry import make_driver
 from devsy.errors import WorkspaceNotFound
 from devsy.progress import Progress
 from devsy.ssh.config_entry import remove_ssh_entry
+from devsy.ssh.mux_client import stop_master
 from devsy.workspace.content import remove_content
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.lock import workspace_lock
@@ -82,6 +83,7 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 
 def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
     with _locked(home, raw_id, "stop") as ws:
+        stop_master(home, ws.record.id, ws.record.uid)
         found = ws.driver.find(ws.record.id)
         if found is not None and found.running:
             with progress.step(f"stopping workspace {ws.record.id}"):
@@ -94,6 +96,7 @@ def delete(home: Path, raw_id: str, progress: Progress) -> str:
     folder is never touched."""
     with _locked(home, raw_id, "delete") as ws:
         with progress.step(f"deleting workspace {ws.record.id}"):
+            stop_master(home, ws.record.id, ws.record.uid)  # its connections to the agent end with it
             ws.driver.delete(ws.record.id)
             remove_built_images(ws.record.id)
             remove_ssh_entry(ws.record)

@@ -7,18 +7,23 @@ by the host (see devsy/agent/guest/server.py), so there is no network peer to im
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from devsy.agent.errors import AgentError
 from devsy.agent.guest.fastimport import import_paramiko
+from devsy.agent.guest.kex_safe import KexSafeSends
 from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, CIPHERS, HOST_KEY_TYPES, KEX, MAX_PACKET_SIZE, WINDOW_SIZE
+from devsy.driver.base import CancelToken
+from devsy.ssh.mux_protocol import exit_code_for
+from devsy.stdin_pump import StdinPump
 
 HANDSHAKE_TIMEOUT_S = 60.0
+_STATUS_WAIT_S = 5.0  # the exit status follows the output's end of file at once; bounded all the same
+_JOIN_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,7 @@ class SessionEnd:
 
     def process_exit_code(self) -> int:
         """What `devsy ssh` exits with: the status, 128+n for a signal, 255 when the guest reported neither."""
-        if self.signal:
-            number = getattr(signal.Signals, f"SIG{self.signal}", None)
-            return 128 + int(number) if number is not None else 255
-        return 255 if self.exit_code is None else self.exit_code
+        return exit_code_for(self.exit_code, self.signal)
 
 
 def connect(sock: socket.socket, username: str) -> Any:
@@ -85,7 +87,7 @@ def _client_transport_class() -> Any:
             message.packet.seek(start)
             Channel._handle_request(channel, message)
 
-        class ClientTransport(paramiko.Transport):
+        class ClientTransport(KexSafeSends, paramiko.Transport):
             _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
             _channel_handler_table[MSG_CHANNEL_REQUEST] = handle_request
 
@@ -97,11 +99,19 @@ def _client_transport_class() -> Any:
     return _TRANSPORT_CLASS
 
 
+class SessionNotOpened(AgentError):
+    """No channel could be opened, so no command ran: the session may be tried on a new connection."""
+
+
 def open_session(transport: Any, request: SessionRequest) -> Any:
     """A channel running the request's command (or shell), with its environment and optional pty."""
     try:
         channel = transport.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET_SIZE,
                                          timeout=HANDSHAKE_TIMEOUT_S)
+    except Exception as exc:  # the connection is gone (or refuses channels): nothing was started
+        raise SessionNotOpened(f"the agent's connection is gone: {exc or type(exc).__name__}",
+                               hint="retry; `devsy ssh` starts a new connection") from exc
+    try:
         for name, value in request.env.items():
             channel.set_environment_variable(name, value)
         if request.pty is not None:
@@ -149,3 +159,52 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def pump_until_end(channel: Any, stdin: BinaryIO | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken, *,
+                   owns_stdin: bool = False, on_cancel: Callable[[Any], None] | None = None) -> SessionEnd | None:
+    """Copy `stdin` into the session and its output to the descriptors until it ends; None when cancelled.
+
+    With `owns_stdin` the stdin stream is closed when its copy is over. `on_cancel(channel)` ends a cancelled
+    session (the SSH master: the agent kills the tree); then the copies are waited for (bounded), so the caller may
+    close the descriptors right after.
+    """
+    done = threading.Event()
+    unsubscribe = cancel.on_cancel(done.set)
+    broken_pipe = threading.Event()
+
+    def on_broken_pipe() -> None:
+        # Whoever reads our output has gone (`devsy ssh ... | head -1`): end the session as OpenSSH does, by closing
+        # the channel; the remote command then gets SIGPIPE on its next write.
+        broken_pipe.set()
+        channel.close()
+
+    outputs = [pump_channel_output(channel, stdout_fd, False, on_broken_pipe),
+               pump_channel_output(channel, stderr_fd, True, on_broken_pipe)]
+    threading.Thread(target=lambda: ([t.join() for t in outputs], done.set()), daemon=True).start()
+    pump = None
+    if stdin is not None:
+        # A memoryview lets paramiko cut the chunk into packets without copying the rest each time.
+        pump = StdinPump(stdin, lambda data: channel.sendall(memoryview(data)), channel.shutdown_write,
+                         owns_source=owns_stdin)
+        pump.start()
+    else:
+        channel.shutdown_write()
+    try:
+        done.wait()
+    finally:
+        unsubscribe()
+        if pump is not None:
+            pump.stop()
+    if cancel.is_cancelled() and on_cancel is not None:
+        on_cancel(channel)
+        for thread in outputs:
+            thread.join(_JOIN_S)
+    if pump is not None and owns_stdin:
+        pump.join(_JOIN_S)  # stopped: it returns at once, or as soon as a send into the closed channel fails
+    if cancel.is_cancelled():
+        return None
+    if broken_pipe.is_set():
+        return SessionEnd(None, "PIPE")  # like a pipeline member killed by SIGPIPE: 141
+    channel.status_event.wait(_STATUS_WAIT_S)
+    return session_end(channel)

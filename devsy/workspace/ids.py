@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from devsy.errors import UsageError
-from devsy.workspace.source import IMAGE_REFERENCE, Source, redact_url
+
+if TYPE_CHECKING:  # deriving ids needs devsy.workspace.source; validating them (every `devsy ssh`) does not
+    from devsy.workspace.source import Source
 
 MAX_ID_LENGTH = 63  # a DNS label: the id becomes `<id>.devsy` and part of container/VM names
 ID_RULE = "1 to 63 characters of lowercase letters, digits and '-', starting with a letter or digit"
@@ -41,6 +44,8 @@ def derive_workspace_id(source: Source) -> str:
 
 
 def _identity(source: Source) -> str:
+    from devsy.workspace.source import redact_url
+
     # Rotating a token in a git URL must not change the workspace id.
     return f"{source.kind}:{redact_url(source.value)}"
 
@@ -61,6 +66,8 @@ def _repository_name(url: str) -> str:
 
 
 def _image_name(reference: str) -> str:
+    from devsy.workspace.source import IMAGE_REFERENCE
+
     match = IMAGE_REFERENCE.match(reference)
     if not match:
         return reference

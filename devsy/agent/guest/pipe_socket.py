@@ -35,7 +35,9 @@ class PipeSocket:
         self._wfd = write_fd
         self._on_close = on_close
         self._timeout: Optional[float] = None
-        self._buf = b""
+        # Taking from the front of a bytearray is cheap (CPython moves its start), so the unread rest is never
+        # copied when a small piece (a packet header) is taken; the chunk handed out is the only copy.
+        self._buf = bytearray()
         self._closed = False  # paramiko's Transport.close() reads this attribute of its socket
 
     def settimeout(self, timeout: Optional[float]) -> None:
@@ -45,25 +47,21 @@ class PipeSocket:
         return self._timeout
 
     def recv(self, size: int) -> bytes:
-        if len(self._buf) >= size:
-            chunk, self._buf = self._buf[:size], self._buf[size:]
-            return chunk
-        chunks, have = [self._buf], len(self._buf)
-        self._buf = b""
-        while have < size and not self._closed:
-            if have and size < _GATHER_FROM:
+        buf = self._buf
+        while len(buf) < size and not self._closed:
+            if buf and size < _GATHER_FROM:
                 break
             if not self._wait_readable():
-                if have:
+                if buf:
                     break  # a timeout with data in hand: hand over what we have
                 raise socket.timeout()
-            data = os.read(self._rfd, max(_READ_SIZE, size - have))
+            data = os.read(self._rfd, max(_READ_SIZE, size - len(buf)))
             if not data:
                 break
-            chunks.append(data)
-            have += len(data)
-        joined = b"".join(chunks)
-        chunk, self._buf = joined[:size], joined[size:]
+            buf += data
+        with memoryview(buf) as view:
+            chunk = bytes(view[:size])
+        del buf[:size]
         return chunk
 
     def _wait_readable(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import grp
 import os
+import signal
 import struct
 import subprocess
 import termios
@@ -120,3 +121,48 @@ def _give_terminal(slave: int, account: Account) -> None:
 
 def resize(fd: int, cols: int, rows: int, width_px: int = 0, height_px: int = 0) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, width_px, height_px))
+
+
+def _children_by_parent() -> dict:
+    """pid -> [child pids], from one pass over /proc/*/stat (field 4 is the parent; the name may hold spaces)."""
+    children: dict = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it exited while we looked
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def process_tree(root: int) -> list:
+    """`root` and every process descended from it."""
+    children, tree, index = _children_by_parent(), [root], 0
+    while index < len(tree):
+        tree.extend(children.get(tree[index], ()))
+        index += 1
+    return tree
+
+
+def kill_tree(root: int) -> int:
+    """SIGKILL `root` and its descendants; returns how many were signalled.
+
+    Everything found is frozen (SIGSTOP) first and the tree walked again, so a process cannot fork a child we miss
+    between the look and the kill. A descendant that already left the tree (daemonized: its parent exited and it
+    was reparented) is not ours to find, as with any tree kill.
+    """
+    def signal_all(pids: list, number: int) -> None:
+        for pid in pids:
+            try:
+                os.kill(pid, number)
+            except OSError:
+                pass  # gone already
+
+    frozen = process_tree(root)
+    signal_all(frozen, signal.SIGSTOP)
+    tree = sorted(set(frozen) | set(process_tree(root)))
+    signal_all(tree, signal.SIGKILL)
+    return len(tree)

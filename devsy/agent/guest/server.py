@@ -15,6 +15,7 @@ from typing import Optional
 
 from .fastimport import import_paramiko
 from .hostkey import load_or_create
+from .kex_safe import KexSafeSends
 from .pipe_socket import PipeSocket, enlarge_pipe
 from .process import PtySpec, SessionSpec
 from .session import Session
@@ -34,14 +35,21 @@ def _text(value) -> str:
 
 def _request_then_start(channel: Channel, message) -> None:
     """Handle a channel request, then start a session it created: only after the reply has been sent, so a fast
-    command's exit status can never reach the client before the reply to its `exec` request."""
-    Channel._handle_request(channel, message)
+    command's exit status can never reach the client before the reply to its `exec` request. `signal` (RFC 4254
+    6.9), which paramiko does not know, is handled here."""
     server = channel.transport.server_object
+    start = message.packet.tell()
+    if message.get_text() == "signal" and isinstance(server, AgentServer):
+        message.get_boolean()  # want_reply: never set for `signal`
+        server.signal_session(channel, _text(message.get_text()))
+        return
+    message.packet.seek(start)
+    Channel._handle_request(channel, message)
     if isinstance(server, AgentServer):
         server.start_pending(channel)
 
 
-class _Transport(paramiko.Transport):
+class _Transport(KexSafeSends, paramiko.Transport):
     _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
     _channel_handler_table[MSG_CHANNEL_REQUEST] = _request_then_start
 
@@ -119,6 +127,14 @@ class AgentServer(paramiko.ServerInterface):
                 self._sessions[channel.get_id()] = session
         if session is not None:
             session.start()
+
+    def signal_session(self, channel: Channel, name: str) -> None:
+        session = self._session(channel)
+        if session is None:
+            with self._lock:
+                session = self._pending.get(channel.get_id())
+        if session is not None and not session.deliver_signal(name):
+            log.debug("signal %s for channel %d: nothing to signal", name, channel.get_id())
 
     def _session(self, channel: Channel) -> Optional[Session]:
         with self._lock:

@@ -16,7 +16,8 @@ import threading
 from typing import Callable, Optional
 
 from .accounts import AccountError, session_account
-from .process import SessionSpec, Spawned, resize, spawn
+from .channel_requests import send_exit_signal
+from .process import SessionSpec, Spawned, kill_tree, resize, spawn
 from .tuning import CHANNEL_READ_SIZE, PIPE_READ_SIZE
 
 log = logging.getLogger("devsy_agent.session")
@@ -29,6 +30,7 @@ class Session:
         self.username = username
         self.spec = spec
         self._spawned: Optional[Spawned] = None
+        self._kill_requested = False  # a KILL that arrived before the process was started
         self._input: Optional[threading.Thread] = None
         self._exited_r, self._exited_w = os.pipe()  # becomes readable when the process has exited
 
@@ -55,12 +57,34 @@ class Session:
                 except OSError:
                     pass
 
+    def deliver_signal(self, name: str) -> bool:
+        """RFC 4254 `signal`. KILL stops the whole process tree (what a cancelled `devsy ssh` asks for: its
+        command's children too, not only the shell); other signals go to the session's process group."""
+        number = getattr(signal, "SIG" + name, None) if name.isalnum() else None
+        if number is None:
+            return False
+        if number == signal.SIGKILL:
+            self._kill_requested = True  # read by _run right after the spawn, in case we are first
+        spawned = self._spawned
+        if spawned is None or spawned.proc.poll() is not None:
+            return False
+        if number == signal.SIGKILL:
+            kill_tree(spawned.proc.pid)
+            return True
+        try:
+            os.killpg(spawned.proc.pid, number)
+        except OSError:
+            return False
+        return True
+
     def _run(self) -> None:
         try:
             self._spawned = spawned = spawn(session_account(self.username), self.spec)
         except (AccountError, OSError) as exc:
             self._fail(str(exc))
             return
+        if self._kill_requested:
+            kill_tree(spawned.proc.pid)
         self._input = threading.Thread(target=self._pump_in, args=(spawned,), daemon=True)
         self._input.start()
         reaper = threading.Thread(target=self._reap, args=(spawned,), daemon=True)
@@ -182,20 +206,3 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name[3:]
     except ValueError:
         return ""
-
-
-def send_exit_signal(channel, name: str) -> None:
-    """RFC 4254 6.10 `exit-signal`; paramiko only has `send_exit_status`, so this mirrors how that one is sent."""
-    from paramiko.common import cMSG_CHANNEL_REQUEST
-    from paramiko.message import Message
-
-    m = Message()
-    m.add_byte(cMSG_CHANNEL_REQUEST)
-    m.add_int(channel.remote_chanid)
-    m.add_string("exit-signal")
-    m.add_boolean(False)
-    m.add_string(name)
-    m.add_boolean(False)  # core dumped: not known from a returncode
-    m.add_string("")
-    m.add_string("")
-    channel.transport._send_user_message(m)

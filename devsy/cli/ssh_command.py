@@ -1,0 +1,38 @@
+"""`devsy ssh`, kept apart from the other commands so that its common path imports almost nothing: a session goes
+through the workspace's SSH master (devsy/ssh/mux_client.py); --stdio, DEVSY_SSH_MUX=0 and the cases that path
+leaves alone (an unreadable record, say) take the full path (devsy/ssh/command.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from devsy.ssh.mux_protocol import mux_enabled
+
+
+def _home() -> Path:
+    raw = os.environ.get("DEVSY_HOME", "")
+    if raw:
+        return Path(raw).expanduser()
+    from devsy.workspace.paths import devsy_home
+
+    return devsy_home()
+
+
+def run_ssh_command(args: argparse.Namespace) -> int:
+    env = dict(args.env)
+    if not args.stdio and mux_enabled():
+        from devsy.ssh import mux_client
+
+        code = mux_client.run(_home(), args.workspace, command=args.remote_command, user=args.user, env=env,
+                              tty=args.tty)
+        if code is not None:
+            return code
+    # Imported here: only this path needs paramiko and the driver in this process.
+    from devsy.cli.commands import cancellable
+    from devsy.ssh.command import SshOptions, run_ssh
+
+    options = SshOptions(workspace=args.workspace, command=args.remote_command, user=args.user, env=env,
+                         stdio=args.stdio, tty=args.tty)
+    return cancellable(lambda cancel: run_ssh(_home(), options, cancel))

@@ -1,0 +1,140 @@
+"""One SSH connection to a workspace's agent: driver.exec of `ssh-server --stdio`, with paramiko on top.
+
+Both `devsy ssh` paths use it: the direct one (one connection per command) and the SSH master (one long-lived
+connection per user, many sessions; see mux_master.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from devsy.agent.errors import AgentError, AgentUnsupported
+from devsy.agent.guest.pipe_socket import PipeSocket
+from devsy.agent.install import install_agent, read_note
+from devsy.devcontainer.workspace_ops import OpenWorkspace
+from devsy.driver.base import CancelToken
+from devsy.errors import Cancelled
+from devsy.progress import Progress
+from devsy.ssh.client import connect
+from devsy.ssh.tunnel import AgentTunnel
+
+AGENT_LOG_ENV = "DEVSY_AGENT_LOG"
+# After the connection ended or was cancelled, the tunnel ends within the driver's own bounds (kill + drain).
+TUNNEL_JOIN_S = 20.0
+_TRANSPORT_JOIN_S = 5.0
+_SOCKET_BUFFER = 4 * 1024 * 1024
+
+
+class AgentPath:
+    """Where the agent is in the guest: from the note `devsy up` wrote, delivered again when it is missing."""
+
+    def __init__(self, ws: OpenWorkspace, progress: Progress, cancel: CancelToken) -> None:
+        self._ws, self._progress, self._cancel = ws, progress, cancel
+        note = read_note(ws.paths)
+        self.guest_path = note.guest_path if note is not None else ""
+
+    def get(self) -> str:
+        return self.guest_path or self.redeliver()
+
+    def redeliver(self) -> str:
+        ws = self._ws
+        self.guest_path = install_agent(ws.driver, ws.record.id, ws.paths, self._progress,
+                                        cancel=self._cancel).guest_path
+        return self.guest_path
+
+
+def server_args(ws: OpenWorkspace) -> list[str]:
+    args = ["ssh-server", "--stdio", "--workdir", ws.record.workspace_folder]
+    if os.environ.get(AGENT_LOG_ENV):
+        args += ["--log", os.environ[AGENT_LOG_ENV]]  # a path in the guest, for debugging the agent
+    return args
+
+
+@dataclass
+class AgentConnection:
+    transport: Any  # paramiko Transport, authenticated
+    tunnel: AgentTunnel
+    _sock: socket.socket
+    ended: threading.Event  # set when the agent's exec has ended
+
+    def alive(self) -> bool:
+        return bool(self.transport.is_active()) and not self.ended.is_set()
+
+    def close(self, *, wait_for_tunnel: bool) -> None:
+        """End the connection. The agent sees end of input and exits by itself; after a cancellation the driver is
+        killing its tree instead, and `wait_for_tunnel` waits (bounded) until that is done."""
+        # Shut the socket down first: paramiko's transport thread then sees end of stream at once instead of at its
+        # next 0.1 s poll.
+        shutdown(self._sock)
+        self.transport.close()
+        self.transport.join(_TRANSPORT_JOIN_S)  # it saw end of stream at once; then its descriptor may be closed
+        self._sock.close()
+        if wait_for_tunnel:
+            self.tunnel.join(TUNNEL_JOIN_S)
+
+
+def open_agent_connection(ws: OpenWorkspace, agent: AgentPath, user: str, *, stderr: BinaryIO, cancel: CancelToken,
+                          on_end: Callable[[], None] = lambda: None) -> AgentConnection:
+    """Start the agent through the driver and complete the SSH handshake as `user`; `on_end` runs when the agent's
+    exec has ended."""
+    ours, theirs = socket.socketpair()
+    for sock in (ours, theirs):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+    ended = threading.Event()
+
+    def tunnel_ended() -> None:
+        _close_tunnel_end(theirs)
+        ended.set()
+        on_end()
+
+    tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=theirs.fileno(),
+                         write_output=theirs.sendall, on_end=tunnel_ended, stderr=stderr, cancel=cancel,
+                         redeliver=agent.redeliver)
+    tunnel.start()  # the agent starts in the guest while we import paramiko here
+    try:
+        stream = PipeSocket(ours.fileno(), ours.fileno(), on_close=lambda: shutdown(ours))
+        transport = connect(stream, user)
+    except Exception as exc:  # paramiko raises SSHException, EOFError or socket errors for a dead stream
+        shutdown(ours)
+        ours.close()
+        tunnel.join(TUNNEL_JOIN_S)
+        raise_for_tunnel(tunnel, ws.record.id)
+        raise AgentError(f"the SSH handshake with the agent in workspace {ws.record.id} failed: {exc}",
+                         hint=f"retry; if it persists, run with {AGENT_LOG_ENV}=/tmp/agent.log set and read that "
+                              "file in the workspace") from exc
+    return AgentConnection(transport, tunnel, ours, ended)
+
+
+def raise_for_tunnel(tunnel: AgentTunnel, workspace_id: str) -> None:
+    """Turn how the agent's exec ended into the error a user can act on (nothing to do when it ended cleanly)."""
+    if tunnel.cancel.is_cancelled():
+        raise Cancelled("cancelled", hint="the command's processes in the workspace were stopped")
+    if tunnel.error is not None:
+        raise tunnel.error
+    result = tunnel.result
+    if result is None or result.exit_code == 0 or tunnel.output_seen:
+        return
+    if result.exit_code == 127:
+        raise AgentUnsupported(f"workspace {workspace_id} has no python3, which the devsy agent needs",
+                               hint="add python3 (>= 3.9) to the image, or use `devsy exec`")
+    raise AgentError(f"the devsy agent in workspace {workspace_id} exited {result.exit_code} before speaking SSH "
+                     "(its message, if any, is above)",
+                     hint=f"run `devsy up {workspace_id}` again to redeliver it, or use `devsy exec`")
+
+
+def _close_tunnel_end(sock: socket.socket) -> None:
+    """The agent's exec has ended: paramiko must see end of stream, and the socket is ours to close."""
+    shutdown(sock)
+    sock.close()
+
+
+def shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)

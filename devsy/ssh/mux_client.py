@@ -1,0 +1,254 @@
+"""`devsy ssh --command` and interactive sessions through the workspace's SSH master (see mux_protocol.py).
+
+This is the path every `devsy ssh` takes (unless DEVSY_SSH_MUX=0 or --stdio), so it stays small: it reads the
+workspace record, connects to the master (starting one when there is none), hands over its stdin/stdout/stderr and
+waits for the exit status. The master does the SSH work. Anything unusual (no record, an unreadable one) is left to
+the full path in command.py, which owns those errors: the caller falls back when `run` returns None.
+
+Cancellation: SIGINT/SIGTERM become a `cancel` message; the master has the agent kill the command's process tree and
+answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees its control
+socket close and does the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from devsy import errors
+from devsy.ssh.mux_protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
+from devsy.workspace.ids import validate_workspace_id
+
+CANCEL_WAIT_S = 15.0  # the agent kills the tree, then reports; the cancellation bound is 10 s
+STOP_WAIT_S = 10.0
+NO_EXIT_STATUS = b"devsy ssh: the session ended without an exit status\n"
+
+
+class MasterGone(Exception):
+    """The master went away before the command started: a new master may run it."""
+
+
+def record_of(home: Path, workspace_id: str) -> dict | None:
+    """The fields of workspace.json this path needs, or None when it should leave the case to the full path."""
+    try:
+        with open(home / "workspaces" / validate_workspace_id(workspace_id) / "workspace.json", "rb") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError, errors.DevsyError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("uid"), str) or not data["uid"]:
+        return None
+    return data
+
+
+def connect(home: Path, record: dict) -> tuple[socket.socket, int] | None:
+    """A connection to the workspace's master and its pid, or None when no master is listening."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(master_address(str(home), record["id"], record["uid"]))
+        return sock, peer_pid_checked(sock)
+    except (ConnectionRefusedError, FileNotFoundError):
+        sock.close()
+        return None
+    except ProtocolError as exc:
+        sock.close()
+        raise errors.DevsyError(f"refusing the SSH master socket of workspace {record['id']}: {exc}",
+                                hint="another user's process holds this workspace's master address; stop it, or "
+                                     "set DEVSY_SSH_MUX=0 to connect without a master") from None
+    except OSError:
+        sock.close()
+        raise
+
+
+def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: dict[str, str], tty: bool) -> int | None:
+    """Run the session through the master; the exit code, or None to use the full path instead."""
+    record = record_of(home, workspace_id)
+    if record is None or not _usable(1) or not _usable(2):
+        return None  # the full path has the errors for these
+    user = user or record.get("remote_user") or "root"
+    stdin_fd = _stdin_fd()
+    interactive = stdin_fd is not None and os.isatty(stdin_fd) and (command is None or tty)
+    with _signals() as signals:
+        for attempt in (1, 2):
+            try:
+                sock = _master(home, record, signals)
+                with contextlib.closing(sock):
+                    return _session(sock, signals, workspace_id, command=command, user=user, env=env,
+                                    stdin_fd=stdin_fd, interactive=interactive)
+            except errors.Cancelled:
+                if signals.received:  # cancelled while a master was starting: it was stopped
+                    return 128 + signals.received[0]
+                raise
+            except MasterGone as gone:
+                if attempt == 2:
+                    raise errors.DevsyError(
+                        f"the SSH master of workspace {workspace_id} went away twice before the command started"
+                        f"{': ' + str(gone) if str(gone) else ''}",
+                        hint="check that the workspace is running (`devsy status`), or retry with DEVSY_SSH_MUX=0")
+    return None  # not reached
+
+
+def _master(home: Path, record: dict, signals: _Signals) -> socket.socket:
+    found = connect(home, record)
+    if found is not None:
+        return found[0]
+    # Imported only here: starting a master is the rare, slow path.
+    from devsy.ssh.mux_spawn import start_master
+
+    return start_master(home, record, signals, connect)
+
+
+def _session(sock: socket.socket, signals: _Signals, workspace_id: str, *, command: str | None, user: str,
+             env: dict[str, str], stdin_fd: int | None, interactive: bool) -> int:
+    stream = MessageStream(sock)
+    with contextlib.ExitStack() as stack:
+        pty = None
+        if interactive:
+            from devsy.ssh import terminal
+
+            assert stdin_fd is not None
+            stack.enter_context(terminal.raw_mode(stdin_fd))  # first, so what the user types from now on is kept
+            columns, rows = terminal.size(stdin_fd)
+            pty = {"term": os.environ.get("TERM", "xterm-256color"), "cols": columns, "rows": rows}
+            stack.enter_context(terminal.on_resize(
+                stdin_fd, lambda c, r: stream.send({"op": "resize", "cols": c, "rows": r})))
+        null = None
+        if stdin_fd is None:
+            null = os.open(os.devnull, os.O_RDONLY)
+            stack.callback(os.close, null)
+        stream.send({"op": "session", "command": command, "user": user, "env": env, "pty": pty,
+                     "stdin": stdin_fd is not None},
+                    fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
+        if pty is not None:
+            from devsy.ssh import terminal
+
+            if terminal.size(stdin_fd) != (pty["cols"], pty["rows"]):  # resized before the handler was in place
+                stream.send({"op": "resize", "cols": terminal.size(stdin_fd)[0], "rows": terminal.size(stdin_fd)[1]})
+        reply, started = _await_end(stream, signals)
+    return _outcome(reply, started, workspace_id, signals)
+
+
+def _await_end(stream: MessageStream, signals: _Signals) -> tuple[dict | None, bool]:
+    """The master's last message (None if it went away) and whether the command had started; on a signal, ask the
+    master to cancel and wait (bounded) for its answer."""
+    deadline, started = None, False
+    while True:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([stream.sock, signals.wake_r], [], [], timeout)
+        if not ready:
+            return None, started  # no confirmation in time; our exit closes the socket, which it also acts on
+        if signals.wake_r in ready:
+            os.read(signals.wake_r, 64)
+            if signals.received and deadline is None:
+                with contextlib.suppress(OSError):
+                    stream.send({"op": "cancel"})
+                deadline = time.monotonic() + CANCEL_WAIT_S
+        if stream.sock in ready:
+            try:
+                message, _ = stream.receive()
+            except ConnectionResetError:
+                message = None
+            if message is not None and message["op"] == "started":
+                started = True
+                continue
+            if message is None or message["op"] in ("end", "error"):
+                return message, started
+
+
+def _outcome(reply: dict | None, started: bool, workspace_id: str, signals: _Signals) -> int:
+    if signals.received:
+        return 128 + signals.received[0]
+    if reply is None:
+        if not started:
+            raise MasterGone("it closed the connection")
+        raise errors.DevsyError(f"the SSH master of workspace {workspace_id} went away during the session; the "
+                                "command's outcome is unknown",
+                                hint=f"read {workspace_id}'s ssh-master.log in the devsy home, and check the "
+                                     "workspace (`devsy status`)")
+    if reply["op"] == "error":
+        if reply.get("retry"):
+            raise MasterGone(str(reply.get("message", "")))
+        raise errors.ReportedError(str(reply.get("kind", "")), reply.get("exit_code", 1), str(reply.get("message", "")),
+                                   str(reply.get("hint", "")))
+    if reply.get("broken_pipe"):
+        return exit_code_for(None, "PIPE")
+    status, signal_name = reply.get("exit_code"), str(reply.get("signal") or "")
+    if status is None and not signal_name:
+        os.write(2, NO_EXIT_STATUS)
+    return exit_code_for(status, signal_name)
+
+
+def stop_master(home: Path, workspace_id: str, workspace_uid: str) -> bool:
+    """Ask the workspace's master (if any) to exit, and wait (bounded) until its process is gone. Used by stop and
+    delete, so nothing of the workspace outlives them. True when a master was running."""
+    found = connect(home, {"id": workspace_id, "uid": workspace_uid})
+    if found is None:
+        return False
+    sock, pid = found
+    with contextlib.closing(sock):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return True  # already gone
+        try:
+            with contextlib.suppress(OSError):
+                MessageStream(sock).send({"op": "exit"})
+            ready, _, _ = select.select([pidfd], [], [], STOP_WAIT_S)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)  # it did not exit in time: it holds nothing that needs a clean close
+                select.select([pidfd], [], [], STOP_WAIT_S)
+        finally:
+            os.close(pidfd)
+    return True
+
+
+def _stdin_fd() -> int | None:
+    try:
+        fd = sys.stdin.fileno() if sys.stdin is not None else 0
+    except (OSError, ValueError):
+        return None
+    return fd if _usable(fd) else None  # started with stdin closed: the session gets none
+
+
+def _usable(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+class _Signals:
+    """SIGINT/SIGTERM recorded and signalled on a pipe, so a select() loop notices them at once."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.wake_r, self._wake_w = os.pipe()
+
+    def handler(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"!")
+
+    def close(self) -> None:
+        os.close(self.wake_r)
+        os.close(self._wake_w)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[_Signals]:
+    signals = _Signals()
+    previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield signals
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        signals.close()

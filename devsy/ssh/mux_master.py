@@ -1,0 +1,309 @@
+"""A workspace's SSH master: one long-lived paramiko connection per user to the agent, many sessions over it.
+
+Started by the first `devsy ssh` that finds none (mux_spawn.py), it serves sessions on its control socket (see
+mux_protocol.py) until it has been idle for DEVSY_SSH_PERSIST_S seconds, until `devsy stop`/`delete` ask it to exit,
+or until its last connection to the agent ends (the workspace stopped or went away). Why it exists: starting Python
+and paramiko and an SSH handshake on both ends cost ~300 ms per command; a session on an open connection costs
+one channel round trip.
+
+    python -m devsy.ssh.mux_master --home H --workspace ID --ready-fd N
+
+It reports its start on the ready descriptor as one JSON line: {"ok": true}, or the error (kind, message, hint,
+exit code) that the starting `devsy ssh` then shows as its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from devsy.agent.guest.channel_requests import send_signal
+from devsy.devcontainer.workspace_ops import OpenWorkspace, open_workspace
+from devsy.driver.base import CancelToken
+from devsy.errors import DevsyError
+from devsy.progress import Progress
+from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_session, pump_until_end
+from devsy.ssh.connection import AgentConnection, AgentPath, open_agent_connection
+from devsy.ssh.mux_protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
+from devsy.ssh.mux_spawn import master_log
+from devsy.ssh.redaction import RedactingWriter, configured_secrets
+
+log = logging.getLogger("devsy.ssh.master")
+CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound
+_CLOSE_WAIT_S = 20.0
+
+
+class _Stderr:
+    """Where the agent's stderr and our progress go: the starting `devsy ssh`'s stderr while we start, then our log.
+    Takes bytes (the agent's stderr, through the redaction filter) and text (Progress)."""
+
+    def __init__(self, startup_fd: int) -> None:
+        self._fd = startup_fd
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes | str) -> int:
+        raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+        with self._lock, contextlib.suppress(OSError):
+            os.write(self._fd, raw)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def switch_to_log(self) -> None:
+        with self._lock:
+            if self._fd != 2:
+                os.close(self._fd)
+                self._fd = 2
+
+
+class Master:
+    def __init__(self, ws: OpenWorkspace, stderr: _Stderr) -> None:
+        self.ws = ws
+        self.cancel = CancelToken()  # SIGTERM while starting: the driver stops the agent it was starting
+        self._agent = AgentPath(ws, Progress(stderr), self.cancel)  # type: ignore[arg-type]
+        self._stderr = RedactingWriter(stderr, configured_secrets())  # type: ignore[arg-type]
+        self._connections: dict[str, AgentConnection] = {}
+        self._connect_lock = threading.Lock()  # one handshake at a time
+        self._state = threading.Lock()
+        self._active = 0
+        self._idle_since = time.monotonic()
+        self._exit = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+
+    # -- connections to the agent -----------------------------------------------------------------------------------
+    def connection(self, user: str) -> AgentConnection:
+        with self._connect_lock:
+            current = self._connections.get(user)
+            if current is not None and current.alive():
+                return current
+            if current is not None:
+                current.close(wait_for_tunnel=False)
+            connection = open_agent_connection(self.ws, self._agent, user, stderr=self._stderr, cancel=self.cancel,
+                                               on_end=self._wake)
+            self._connections[user] = connection
+            return connection
+
+    def _any_alive(self) -> bool:
+        with self._connect_lock:
+            return any(c.alive() for c in self._connections.values())
+
+    # -- the control socket -------------------------------------------------------------------------------------------
+    def serve(self, listener: socket.socket, persist_s: float) -> None:
+        """Accept clients until idle for `persist_s`, asked to exit, or every connection to the agent has ended."""
+        while not self._exit.is_set():
+            with self._state:
+                timeout = None if self._active else max(0.0, self._idle_since + persist_s - time.monotonic())
+            ready, _, _ = select.select([listener, self._wake_r], [], [], timeout)
+            if not ready:
+                log.info("idle for %gs: exiting", persist_s)
+                return
+            if self._wake_r in ready:
+                os.read(self._wake_r, 4096)
+            if listener in ready:
+                client, _ = listener.accept()
+                with self._state:
+                    self._active += 1  # counted here, so the checks below never miss a client being served
+                threading.Thread(target=self._serve_client, args=(client,), daemon=True).start()
+            with self._state:
+                idle = self._active == 0
+            if idle and not self._any_alive():
+                log.info("no connection to the agent is left (the workspace stopped or went away): exiting")
+                return
+
+    def _serve_client(self, client: socket.socket) -> None:
+        fds: list[int] = []
+        try:
+            peer_pid_checked(client)
+            stream = MessageStream(client)
+            message, fds = stream.receive(max_fds=3)
+            op = message["op"] if message else ""
+            if op == "session":
+                session_fds, fds = fds, []
+                self._session(stream, message, session_fds)  # type: ignore[arg-type]
+            elif op == "ping":
+                with self._connect_lock:
+                    users = sorted(u for u, c in self._connections.items() if c.alive())
+                stream.send({"op": "pong", "pid": os.getpid(), "users": users})
+            elif op == "exit":
+                log.info("asked to exit")
+                self.request_exit()
+                stream.send({"op": "bye"})
+            elif op:
+                stream.send({"op": "error", "kind": "usage", "message": f"unknown request {op!r}"})
+        except (ProtocolError, OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("client dropped: %s", exc)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            client.close()
+            with self._state:
+                self._active -= 1
+                self._idle_since = time.monotonic()
+            self._wake()
+
+    def _session(self, stream: MessageStream, message: dict, fds: list[int]) -> None:
+        stdin = stdout_fd = stderr_fd = None
+        try:
+            if len(fds) != 3:
+                for fd in fds:
+                    os.close(fd)
+                raise ProtocolError(f"a session request with {len(fds)} descriptors, not 3")
+            stdin_fd, stdout_fd, stderr_fd = fds
+            if message.get("stdin"):
+                stdin = os.fdopen(stdin_fd, "rb", buffering=0)
+            else:
+                os.close(stdin_fd)
+            reply = self._run(stream, message, stdin, stdout_fd, stderr_fd)
+        finally:
+            # Before the reply: once `devsy ssh` exits, nobody but its caller may hold its stdout and stderr.
+            for fd in (stdout_fd, stderr_fd):
+                if fd is not None:
+                    os.close(fd)
+            if stdin is not None:
+                with contextlib.suppress(OSError):
+                    stdin.close()
+        stream.send(reply)
+
+    def _run(self, stream: MessageStream, message: dict, stdin: Any, stdout_fd: int, stderr_fd: int) -> dict:
+        pty = message.get("pty")
+        request = SessionRequest(command=message.get("command"), env={str(k): str(v) for k, v in
+                                                                       (message.get("env") or {}).items()},
+                                 pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty else None)
+        try:
+            channel = open_session(self.connection(str(message["user"])).transport, request)
+        except SessionNotOpened as exc:
+            return _error_reply(exc, retry=True)
+        except DevsyError as exc:
+            return _error_reply(exc)
+        stream.send({"op": "started"})  # from now on the command may have run: the client must not retry it
+        cancel = CancelToken()
+        threading.Thread(target=_watch_client, args=(stream, channel, cancel), daemon=True).start()
+        end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, cancel, owns_stdin=stdin is not None,
+                             on_cancel=_kill_session)
+        if end is None:
+            return {"op": "end", "cancelled": True}
+        return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    def request_exit(self) -> None:
+        self._exit.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"!")
+
+    def close(self) -> None:
+        """Close every connection; each agent sees end of input and exits (hanging up what still runs)."""
+        with self._connect_lock:
+            connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            connection.close(wait_for_tunnel=True)
+
+
+def _watch_client(stream: MessageStream, channel: Any, cancel: CancelToken) -> None:
+    """Follow the client during its session: resizes, and cancellation (asked for, or the client went away)."""
+    try:
+        while True:
+            message, _ = stream.receive()
+            if message is None or message["op"] == "cancel":
+                break
+            if message["op"] == "resize":
+                channel.resize_pty(width=int(message["cols"]), height=int(message["rows"]))
+    except (OSError, ProtocolError, ValueError, KeyError, EOFError) as exc:
+        log.debug("client watch ended: %s", exc)
+    cancel.cancel()  # after the session ended this changes nothing
+
+
+def _kill_session(channel: Any) -> None:
+    """A cancelled session: the agent kills the command's process tree, reports the signal and closes the channel."""
+    with contextlib.suppress(OSError, EOFError):
+        send_signal(channel, "KILL")
+    if not channel.status_event.wait(CONFIRM_KILL_S):
+        log.warning("the agent did not confirm the kill of channel %d within %gs", channel.get_id(), CONFIRM_KILL_S)
+    channel.close()
+
+
+def _error_reply(exc: DevsyError, retry: bool = False) -> dict:
+    return {"op": "error", "kind": exc.kind, "exit_code": exc.exit_code, "message": exc.message, "hint": exc.hint,
+            "retry": retry}
+
+
+def _listen(address: bytes) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(address)
+    except OSError as exc:  # another master holds the name: the start lock should make this impossible
+        listener.close()
+        raise DevsyError(f"cannot listen for devsy ssh: {exc}", hint="retry; or set DEVSY_SSH_MUX=0") from exc
+    listener.listen(64)
+    return listener
+
+
+def _report(fd: int, payload: dict) -> None:
+    import json
+
+    with contextlib.suppress(OSError):
+        os.write(fd, json.dumps(payload).encode() + b"\n")
+    os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devsy.ssh.mux_master", description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, required=True, help="the devsy home (DEVSY_HOME)")
+    parser.add_argument("--workspace", required=True, help="the workspace id")
+    parser.add_argument("--user", default="", help="connect as this user first (default: the workspace's)")
+    parser.add_argument("--ready-fd", type=int, required=True, help="write the start-up report here")
+    args = parser.parse_args(argv)
+
+    # fd 2 is the starting `devsy ssh`'s stderr. Keep a private copy for start-up messages and point fd 2 at our
+    # log at once, so nothing we start (a provider process, say) ever holds the caller's stderr open.
+    startup = os.dup(2)
+    ready_fd = args.ready_fd
+    log_path = master_log(args.home, args.workspace)
+    try:
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except OSError:
+        log_fd = os.open(os.devnull, os.O_WRONLY)  # no workspace folder: open_workspace below says what is wrong
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(threadName)s %(levelname)s %(message)s")
+    stderr = _Stderr(startup)
+    master: Master | None = None
+    signal.signal(signal.SIGTERM, lambda *_: master.cancel.cancel() if master else sys.exit(128 + signal.SIGTERM))
+    try:
+        ws = open_workspace(args.home, args.workspace)
+        master = Master(ws, stderr)
+        master.connection(args.user or ws.record.remote_user or "root")
+        listener = _listen(master_address(str(args.home), ws.record.id, ws.record.uid))
+    except DevsyError as exc:
+        if master is not None:
+            master.close()
+        _report(ready_fd, {"ok": False, **_error_reply(exc)})
+        return 1
+    stderr.switch_to_log()
+    log.info("serving workspace %s (pid %d)", ws.record.id, os.getpid())
+    _report(ready_fd, {"ok": True})
+    signal.signal(signal.SIGTERM, lambda *_: master.request_exit())  # type: ignore[union-attr]
+    try:
+        master.serve(listener, persist_seconds())
+    finally:
+        listener.close()  # new clients now start a new master; the agents see end of input and exit
+        master.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

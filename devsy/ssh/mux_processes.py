@@ -1,0 +1,44 @@
+"""Finding SSH masters by the devsy home they serve, for cleanup tools (the harness sweeper, test teardown): the
+master's command line names its home and workspace (see mux_master.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+MASTER_MODULE = "devsy.ssh.mux_master"
+_STOP_WAIT_S = 10.0
+
+
+def masters_under(root: Path) -> list[tuple[psutil.Process, str]]:
+    """(process, workspace id) of each master whose --home is `root` or below it."""
+    root_text = os.path.realpath(root)
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if MASTER_MODULE not in argv or "--home" not in argv or "--workspace" not in argv:
+            continue
+        with contextlib.suppress(IndexError):
+            home = os.path.realpath(argv[argv.index("--home") + 1])
+            if home == root_text or home.startswith(root_text + os.sep):
+                found.append((process, argv[argv.index("--workspace") + 1]))
+    return found
+
+
+def stop_masters_under(root: Path, workspaces: Callable[[str], bool] = lambda _: True) -> list[str]:
+    """Stop (SIGTERM, then SIGKILL after a bound) every master under `root` serving one of `workspaces`; returns
+    what was stopped."""
+    masters = [(process, ws) for process, ws in masters_under(root) if workspaces(ws)]
+    for process, _ in masters:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()  # it closes its connections; each agent then exits
+    _, alive = psutil.wait_procs([p for p, _ in masters], timeout=_STOP_WAIT_S)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=_STOP_WAIT_S)
+    return [f"ssh master of {workspace} (pid {process.pid})" for process, workspace in masters]
