@@ -4,6 +4,7 @@ user would: the installed console scripts, in subprocesses."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -61,5 +62,7 @@ def test_docker_provider_passes(docker_client) -> None:
     proc = _conformance("--env", "NETWORK_MODE=host", "devsy-provider-docker")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert set(_lines(proc).values()) == {"PASS"}, proc.stdout
-    leftovers = docker_client.containers.list(all=True, filters={"label": "dev.devsy.conformance-run"})
+    # This run's label only: other tests may run conformance against the same engine at the same time.
+    run_id = re.search(r"^run (\w+): ", proc.stdout, re.MULTILINE)[1]
+    leftovers = docker_client.containers.list(all=True, filters={"label": f"dev.devsy.conformance-run={run_id}"})
     assert leftovers == [], "conformance left containers behind"

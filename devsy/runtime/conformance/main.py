@@ -24,7 +24,7 @@ from devsy.runtime.conformance import cases_exec as ex
 from devsy.runtime.conformance import cases_lifecycle as lc
 from devsy.runtime.conformance import cases_validation as va
 from devsy.runtime.conformance.checks import CaseBlocked, CaseFailed, CaseSkipped
-from devsy.runtime.conformance.session import Session, Target
+from devsy.runtime.conformance.session import LABEL_RUN, Session, Target
 from devsy.runtime.launcher import ProviderCommand
 from devsy.runtime.status import DetailError, from_error
 
@@ -109,6 +109,9 @@ def run_suite(target: Target, only: list[str], out=sys.stdout) -> list[Outcome]:
     session = Session(target)
     outcomes: list[Outcome] = []
     session.launch()  # a provider that cannot start fails the run once, not once per case
+    # Named so that a leftover can be traced to its run (several runs may share one engine).
+    print(f"run {session.run_id}: workspaces conf-{session.run_id}-*, label {LABEL_RUN}={session.run_id}", file=out,
+          flush=True)
     try:
         for case in CASES:
             if only and not any(case.name == o or case.name.startswith(o + "/") for o in only):
