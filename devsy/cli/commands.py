@@ -100,7 +100,7 @@ def cancellable(run: Callable[[CancelToken], int]) -> int:
 def _exec(args: argparse.Namespace) -> int:
     argv = args.argv
     if not argv:
-        raise UsageError("no command given", hint="pass the command after --, e.g. `devsy exec WS -- ls -la`")
+        raise UsageError("no command given", hint="pass the command after the workspace, e.g. `devsy exec WS ls -la`")
     with _redacted_output(value for _, value in args.env) as (stdout, stderr):
         def run(cancel: CancelToken) -> int:
             request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=stdout, stderr=stderr, user=args.user,

@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--workdir", "-w", default="", help="working directory (default: the workspace folder)")
     ex.add_argument("--env", "-e", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                     help="environment variable, repeatable")
-    ex.add_argument("argv", nargs="*", metavar="-- ARGV", help="the command; put it after -- (options before it)")
+    ex.add_argument("argv", nargs="*", metavar="ARGV",
+                    help="the command and its arguments; devsy's options go before it (`--` also ends them)")
 
     logs = command("logs", "Print what the workspace's workload wrote (running or stopped).", json_flag=False)
     logs.add_argument("workspace", metavar="WORKSPACE")
@@ -89,13 +90,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The options that take a value, for finding where the guest command starts (tests/test_cli_parsing.py checks
+# these against the parser).
+GLOBAL_VALUE_OPTIONS = ("--home",)
+EXEC_VALUE_OPTIONS = ("--user", "-u", "--workdir", "-w", "--env", "-e")
+
+
 def _split_guest_command(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Split `devsy [opts] exec WS [opts] -- CMD...` at the first `--` so the guest command's own options and any
-    options placed after WS are never confused (argparse alone would treat everything after WS as the command)."""
-    if "exec" in argv and "--" in argv and argv.index("exec") < argv.index("--"):
-        cut = argv.index("--")
-        return argv[:cut], argv[cut + 1:]
-    return argv, []
+    """Split `devsy [opts] exec [opts] WS [opts] [--] CMD...` where the guest command starts: at the first argument
+    after WS that is neither a devsy option nor its value, or after `--`. So the command's own options are never
+    taken for devsy's: `devsy exec WS id -u` runs `id -u`, and `devsy exec WS -u dev -- id -u` runs it as dev."""
+    i = _skip_options(argv, 0, GLOBAL_VALUE_OPTIONS)
+    if i >= len(argv) or argv[i] != "exec":
+        return argv, []
+    i = _skip_options(argv, i + 1, EXEC_VALUE_OPTIONS)  # at WORKSPACE
+    if i >= len(argv) or argv[i] == "--":
+        return argv, []  # no workspace: argparse says so
+    i = _skip_options(argv, i + 1, EXEC_VALUE_OPTIONS)  # at the command, or at `--`
+    if i < len(argv) and argv[i] == "--":
+        return argv[:i], argv[i + 1:]
+    return argv[:i], argv[i:]
+
+
+def _skip_options(argv: list[str], i: int, value_options: tuple[str, ...]) -> int:
+    """The index of the first argument from `i` on that is not an option or an option's value (or is `--`)."""
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
+        i += 2 if argv[i] in value_options else 1
+    return i
 
 
 def _dispatch(args: argparse.Namespace) -> int:

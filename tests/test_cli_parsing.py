@@ -1,0 +1,39 @@
+"""Where `devsy exec`'s guest command starts: its own options must never be taken for devsy's."""
+
+from __future__ import annotations
+
+import pytest
+
+from devsy.cli.main import EXEC_VALUE_OPTIONS, GLOBAL_VALUE_OPTIONS, _split_guest_command, build_parser
+
+
+def parsed(*argv: str) -> tuple[str, str, list[str], str]:
+    head, guest = _split_guest_command(list(argv))
+    args = build_parser().parse_args(head)
+    return args.workspace, args.user, [*args.argv, *guest], str(args.home)
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (("exec", "ws", "id", "-u"), ("ws", "", ["id", "-u"], "None")),
+    (("exec", "ws", "ls", "-la", "--", "x"), ("ws", "", ["ls", "-la", "--", "x"], "None")),
+    (("exec", "ws", "-u", "dev", "id", "-u"), ("ws", "dev", ["id", "-u"], "None")),
+    (("exec", "-u", "dev", "ws", "--", "id", "-u"), ("ws", "dev", ["id", "-u"], "None")),
+    (("exec", "ws", "--user", "dev", "--", "--weird"), ("ws", "dev", ["--weird"], "None")),
+    (("--home", "/h", "exec", "--env", "A=1", "ws", "printf", "--", "-x"), ("ws", "", ["printf", "--", "-x"], "/h")),
+    (("exec", "ws", "sh", "-c", "exec id -u"), ("ws", "", ["sh", "-c", "exec id -u"], "None")),
+])
+def test_the_guest_command_keeps_its_own_options(argv, expected):
+    assert parsed(*argv) == expected
+
+
+def test_other_commands_are_untouched():
+    assert _split_guest_command(["ssh", "ws", "--command", "exec", "--", "x"]) == (
+        ["ssh", "ws", "--command", "exec", "--", "x"], [])
+
+
+def test_the_value_option_tables_match_the_parser():
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices  # noqa: SLF001
+    for table, owner in ((GLOBAL_VALUE_OPTIONS, parser), (EXEC_VALUE_OPTIONS, subcommands["exec"])):
+        takes_value = {s for a in owner._actions for s in a.option_strings if a.nargs != 0}  # noqa: SLF001
+        assert set(table) == takes_value
