@@ -5,7 +5,7 @@ At end of input, or when reading the input fails, the pump calls `on_eof` so the
 it was stopped (the command ended, or was cancelled) it does not: a cancelled command must not see a clean end of
 input and exit normally before it is killed.
 
-A stream with a descriptor (a tty, pipe, socket or file) is watched with select() together with a wake pipe, so
+A stream with a descriptor (a tty, pipe, socket or file) is watched with poll() together with a wake pipe, so
 stop() ends the loop at once without closing anything. A stream without a descriptor can only be unblocked by
 closing it, which stop() does only when we own it. A caller-owned stream is never closed; an owned one is closed
 when the copy is over.
@@ -74,10 +74,13 @@ class StdinPump(threading.Thread):
 
     def _copy(self) -> None:
         fd = _fileno(self._source)
+        poller = select.poll()  # not select(): a busy process (the SSH master) may hold descriptors past 1023
+        if fd is not None:
+            poller.register(fd, select.POLLIN)
+            poller.register(self._wake_r, select.POLLIN)
         while not self._stopping.is_set():
             if fd is not None:
-                ready, _, _ = select.select([fd, self._wake_r], [], [])
-                if self._wake_r in ready:
+                if self._wake_r in dict(poller.poll()):
                     return
                 data = os.read(fd, _CHUNK)
             else:

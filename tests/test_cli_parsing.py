@@ -33,7 +33,7 @@ def test_other_commands_are_untouched():
 
 def test_the_value_option_tables_match_the_parser():
     parser = build_parser()
-    subcommands = next(a for a in parser._actions if a.dest == "command").choices  # noqa: SLF001
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
     for table, owner in ((GLOBAL_VALUE_OPTIONS, parser), (EXEC_VALUE_OPTIONS, subcommands["exec"])):
-        takes_value = {s for a in owner._actions for s in a.option_strings if a.nargs != 0}  # noqa: SLF001
+        takes_value = {s for a in owner._actions for s in a.option_strings if a.nargs != 0}
         assert set(table) == takes_value

@@ -55,6 +55,20 @@ def _agent_servers(container) -> list[str]:
     return [line for line in out.splitlines() if "ssh-server --stdio" in line and line.startswith("python3")]
 
 
+def _start_and_read_ready(devsy, workspace: str, docker_client, command: str):
+    """`devsy ssh --command` started in the background, an observer of its guest, and the pids of its `ready` line."""
+    observer = ProcessObserver.via_docker(_container(docker_client, workspace).id)
+    proc = subprocess.Popen([*DEVSY, "ssh", workspace, "--command", command], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
+    line = proc.stdout.readline()
+    match = re.fullmatch(rb"ready ([\d ]+)\n", line)
+    if not match:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"no ready line: {line!r}")
+    return proc, observer, [int(pid) for pid in match[1].split()]
+
+
 def test_sessions_share_one_master_which_delete_stops(devsy, running_workspace):
     assert _master_pids(devsy) == []
     first = _ssh(devsy, running_workspace, "echo one")
@@ -82,16 +96,11 @@ def test_concurrent_first_sessions_start_one_master_and_are_byte_exact(devsy, ru
 def test_a_killed_client_has_its_command_tree_killed_and_the_master_stays(devsy, running_workspace, docker_client):
     assert _ssh(devsy, running_workspace, "true").returncode == 0
     [master] = _master_pids(devsy)
-    observer = ProcessObserver.via_docker(_container(docker_client, running_workspace).id)
     nonce = f"nonce-{secrets.token_hex(8)}"
     command = f': {nonce}; python3 -c "import time; time.sleep(4242)" {nonce} & echo "ready $$ $!"; wait'
-    proc = subprocess.Popen([*DEVSY, "ssh", running_workspace, "--command", command], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
+    proc, observer, pids = _start_and_read_ready(devsy, running_workspace, docker_client, command)
     try:
-        line = proc.stdout.readline()
-        match = re.fullmatch(rb"ready (\d+) (\d+)\n", line)
-        assert match, line
-        tree = [observer.identify(int(match[1]), nonce), observer.identify(int(match[2]), nonce)]
+        tree = [observer.identify(pid, nonce) for pid in pids]
         proc.kill()  # no chance to say goodbye: the master notices its control socket closing
         killed = time.monotonic()
         proc.wait(timeout=10)
@@ -216,3 +225,72 @@ def test_errors_from_the_master_start_are_the_full_paths_errors(devsy, running_w
     assert via_master.stderr == direct.stderr and b"is stopped" in direct.stderr
     assert _master_pids(devsy) == []
     assert not Path(devsy.home / "workspaces" / running_workspace / "ssh-master.log").read_text().count("Traceback")
+
+
+def _guest_pids(container, nonce: str) -> list[str]:
+    # `[n]once-...` matches the nonce but not this shell's own command line, which holds the pattern.
+    out = container.exec_run(["sh", "-c", f"pgrep -f '[{nonce[0]}]{nonce[1:]}' || true"], user="0").output.decode()
+    return out.split()
+
+
+def test_a_client_gone_before_its_command_started_leaves_nothing_running(devsy, running_workspace, docker_client):
+    """The master may be busy connecting as a new user when its client dies; the command must not run on."""
+    from devsy.ssh.mux_client import connect
+    from devsy.ssh.mux_protocol import MessageStream
+
+    assert _ssh(devsy, running_workspace, "true").returncode == 0  # a master, connected as dev only
+    record = json.loads((devsy.home / "workspaces" / running_workspace / "workspace.json").read_text())
+    sock, _ = connect(devsy.home, record)
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    with open(os.devnull, "rb") as null, open(os.devnull, "wb") as sink:
+        MessageStream(sock).send({"op": "session", "command": f"exec python3 -c 'import time; time.sleep(4242)' "
+                                  f"{nonce}", "user": "alt", "env": {}, "pty": None, "stdin": False},
+                                 fds=[null.fileno(), sink.fileno(), sink.fileno()])
+    sock.close()  # gone while the master starts the `alt` connection
+    # The master logs the dropped client once it has dealt with it (the command sent, then killed).
+    log = devsy.home / "workspaces" / running_workspace / "ssh-master.log"
+    deadline = time.monotonic() + 2 * CANCEL_BOUND_S
+    while "client dropped" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the master's log: it has no other way to say it is done
+    assert "client dropped" in log.read_text()
+    assert _guest_pids(_container(docker_client, running_workspace), nonce) == [], "the command outlived its client"
+
+
+def test_cancel_reaches_what_a_finished_shell_left_running(devsy, running_workspace, docker_client):
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    # The shell exits at once; its background child keeps the session's output open.
+    command = f'python3 -c "import time; time.sleep(4242)" {nonce} & echo "ready $!"'
+    proc, observer, pids = _start_and_read_ready(devsy, running_workspace, docker_client, command)
+    try:
+        orphan = [observer.identify(pid, nonce) for pid in pids]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=CANCEL_BOUND_S) == 128 + signal.SIGINT
+        assert observer.wait_dead(orphan, timeout=CANCEL_BOUND_S) == []
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_a_session_lasts_until_its_command_exits_not_until_its_output_closes(devsy, running_workspace):
+    started = time.monotonic()
+    result = _ssh(devsy, running_workspace, "exec >/dev/null 2>&1; sleep 6; exit 7")
+    assert result.returncode == 7 and time.monotonic() - started >= 6, result
+
+
+def test_started_and_end_arriving_in_one_read_are_both_seen():
+    import socket as socket_module
+
+    from devsy.ssh.mux_client import _await_end, _Signals
+    from devsy.ssh.mux_protocol import MessageStream
+
+    ours, theirs = socket_module.socketpair()
+    with ours, theirs:
+        master = MessageStream(theirs)
+        master.send({"op": "started"})
+        master.send({"op": "end", "exit_code": 3, "signal": ""})
+        signals = _Signals()
+        try:
+            assert _await_end(MessageStream(ours), signals, None) == ({"op": "end", "exit_code": 3, "signal": ""},
+                                                                       True)
+        finally:
+            signals.close()

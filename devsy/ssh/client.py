@@ -22,7 +22,6 @@ from devsy.ssh.mux_protocol import exit_code_for
 from devsy.stdin_pump import StdinPump
 
 HANDSHAKE_TIMEOUT_S = 60.0
-_STATUS_WAIT_S = 5.0  # the exit status follows the output's end of file at once; bounded all the same
 _JOIN_S = 5.0
 
 
@@ -135,20 +134,26 @@ def session_end(channel: Any) -> SessionEnd:
     return SessionEnd(channel.exit_status if channel.exit_status_ready() and channel.exit_status >= 0 else None)
 
 
-def pump_channel_output(channel: Any, fd: int, stderr: bool, on_broken_pipe: Callable[[], None]) -> threading.Thread:
-    """A thread copying the channel's stdout (or stderr) to `fd` until end of file, byte for byte."""
+def pump_channel_output(channel: Any, fd: int, stderr: bool, on_broken_pipe: Callable[[], None], *,
+                        close_fd: bool = False) -> threading.Thread:
+    """A thread copying the channel's stdout (or stderr) to `fd` until end of file, byte for byte; with `close_fd`
+    it closes `fd` when done (so the number cannot be reused under a write that is still blocked)."""
     receive = channel.recv_stderr if stderr else channel.recv
 
     def run() -> None:
-        while True:
-            data = receive(CHANNEL_READ_SIZE)
-            if not data:
-                return
-            try:
-                write_all(fd, data)
-            except BrokenPipeError:
-                on_broken_pipe()  # our reader went away: stop, as OpenSSH does, by closing the channel
-                return
+        try:
+            while True:
+                data = receive(CHANNEL_READ_SIZE)
+                if not data:
+                    return
+                try:
+                    write_all(fd, data)
+                except BrokenPipeError:
+                    on_broken_pipe()  # our reader went away: stop, as OpenSSH does, by closing the channel
+                    return
+        finally:
+            if close_fd:
+                os.close(fd)
 
     thread = threading.Thread(target=run, name=f"devsy-ssh-{'stderr' if stderr else 'stdout'}", daemon=True)
     thread.start()
@@ -162,15 +167,16 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def pump_until_end(channel: Any, stdin: BinaryIO | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken, *,
-                   owns_stdin: bool = False, on_cancel: Callable[[Any], None] | None = None) -> SessionEnd | None:
+                   owns_fds: bool = False, on_cancel: Callable[[Any], None] | None = None) -> SessionEnd | None:
     """Copy `stdin` into the session and its output to the descriptors until it ends; None when cancelled.
 
-    With `owns_stdin` the stdin stream is closed when its copy is over. `on_cancel(channel)` ends a cancelled
-    session (the SSH master: the agent kills the tree); then the copies are waited for (bounded), so the caller may
-    close the descriptors right after.
+    The session ends as sshd ends it: when the command has exited (its status or signal arrived), not merely when its
+    output closed (`exec >/dev/null; sleep 9`); the channel closing or a cancellation also ends it. With `owns_fds`,
+    stdin and the output descriptors are closed by the threads using them, once they are done with them.
+    `on_cancel(channel)` ends a cancelled session (the SSH master: the agent kills the tree).
     """
-    done = threading.Event()
-    unsubscribe = cancel.on_cancel(done.set)
+    outputs_done = threading.Event()
+    unsubscribe = [cancel.on_cancel(outputs_done.set), cancel.on_cancel(channel.status_event.set)]
     broken_pipe = threading.Event()
 
     def on_broken_pipe() -> None:
@@ -179,32 +185,34 @@ def pump_until_end(channel: Any, stdin: BinaryIO | None, stdout_fd: int, stderr_
         broken_pipe.set()
         channel.close()
 
-    outputs = [pump_channel_output(channel, stdout_fd, False, on_broken_pipe),
-               pump_channel_output(channel, stderr_fd, True, on_broken_pipe)]
-    threading.Thread(target=lambda: ([t.join() for t in outputs], done.set()), daemon=True).start()
+    outputs = [pump_channel_output(channel, stdout_fd, False, on_broken_pipe, close_fd=owns_fds),
+               pump_channel_output(channel, stderr_fd, True, on_broken_pipe, close_fd=owns_fds)]
+    threading.Thread(target=lambda: ([t.join() for t in outputs], outputs_done.set()), daemon=True).start()
     pump = None
     if stdin is not None:
         # A memoryview lets paramiko cut the chunk into packets without copying the rest each time.
         pump = StdinPump(stdin, lambda data: channel.sendall(memoryview(data)), channel.shutdown_write,
-                         owns_source=owns_stdin)
+                         owns_source=owns_fds)
         pump.start()
     else:
         channel.shutdown_write()
     try:
-        done.wait()
+        outputs_done.wait()
+        # Input keeps flowing meanwhile: a command may close its output and go on reading.
+        channel.status_event.wait()  # set by the status, the channel's close, the connection's end, or a cancel
     finally:
-        unsubscribe()
+        for undo in unsubscribe:
+            undo()
         if pump is not None:
             pump.stop()
     if cancel.is_cancelled() and on_cancel is not None:
         on_cancel(channel)
         for thread in outputs:
             thread.join(_JOIN_S)
-    if pump is not None and owns_stdin:
+    if pump is not None and owns_fds:
         pump.join(_JOIN_S)  # stopped: it returns at once, or as soon as a send into the closed channel fails
     if cancel.is_cancelled():
         return None
     if broken_pipe.is_set():
         return SessionEnd(None, "PIPE")  # like a pipeline member killed by SIGPIPE: 141
-    channel.status_event.wait(_STATUS_WAIT_S)
     return session_end(channel)

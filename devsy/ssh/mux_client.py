@@ -117,49 +117,56 @@ def _session(sock: socket.socket, signals: _Signals, workspace_id: str, *, comma
             stack.enter_context(terminal.raw_mode(stdin_fd))  # first, so what the user types from now on is kept
             columns, rows = terminal.size(stdin_fd)
             pty = {"term": os.environ.get("TERM", "xterm-256color"), "cols": columns, "rows": rows}
-            stack.enter_context(terminal.on_resize(
-                stdin_fd, lambda c, r: stream.send({"op": "resize", "cols": c, "rows": r})))
+            stack.enter_context(terminal.on_resize(stdin_fd, signals.resized))
+            signals.size = terminal.size(stdin_fd)  # resized before the handler was in place: sent below if so
         null = None
         if stdin_fd is None:
             null = os.open(os.devnull, os.O_RDONLY)
             stack.callback(os.close, null)
-        stream.send({"op": "session", "command": command, "user": user, "env": env, "pty": pty,
-                     "stdin": stdin_fd is not None},
-                    fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
-        if pty is not None:
-            from devsy.ssh import terminal
-
-            if terminal.size(stdin_fd) != (pty["cols"], pty["rows"]):  # resized before the handler was in place
-                stream.send({"op": "resize", "cols": terminal.size(stdin_fd)[0], "rows": terminal.size(stdin_fd)[1]})
-        reply, started = _await_end(stream, signals)
+        try:
+            stream.send({"op": "session", "command": command, "user": user, "env": env, "pty": pty,
+                         "stdin": stdin_fd is not None},
+                        fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
+        except OSError as exc:  # it is closing (idle, or asked to exit): nothing was started
+            raise MasterGone(f"it hung up: {exc}") from None
+        reply, started = _await_end(stream, signals, (pty["cols"], pty["rows"]) if pty else None)
     return _outcome(reply, started, workspace_id, signals)
 
 
-def _await_end(stream: MessageStream, signals: _Signals) -> tuple[dict | None, bool]:
-    """The master's last message (None if it went away) and whether the command had started; on a signal, ask the
-    master to cancel and wait (bounded) for its answer."""
+def _await_end(stream: MessageStream, signals: _Signals,
+               size_sent: tuple[int, int] | None) -> tuple[dict | None, bool]:
+    """The master's last message (None if it went away) and whether the command had started. Terminal resizes are
+    passed on; on a signal, the master is asked to cancel and its answer awaited (bounded)."""
     deadline, started = None, False
     while True:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([stream.sock, signals.wake_r], [], [], timeout)
-        if not ready:
-            return None, started  # no confirmation in time; our exit closes the socket, which it also acts on
-        if signals.wake_r in ready:
-            os.read(signals.wake_r, 64)
-            if signals.received and deadline is None:
-                with contextlib.suppress(OSError):
-                    stream.send({"op": "cancel"})
-                deadline = time.monotonic() + CANCEL_WAIT_S
-        if stream.sock in ready:
+        message = stream.buffered()  # `started` and `end` may have arrived in one read
+        if message is None:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([stream.sock, signals.wake_r], [], [], timeout)
+            if not ready:
+                return None, started  # no confirmation in time; our exit closes the socket, which it also acts on
+            if signals.wake_r in ready:
+                os.read(signals.wake_r, 64)
+                if signals.received and deadline is None:
+                    with contextlib.suppress(OSError):
+                        stream.send({"op": "cancel"})
+                    deadline = time.monotonic() + CANCEL_WAIT_S
+                if size_sent is not None and signals.size not in (None, size_sent) and deadline is None:
+                    size_sent = signals.size
+                    with contextlib.suppress(OSError):
+                        stream.send({"op": "resize", "cols": size_sent[0], "rows": size_sent[1]})
+            if stream.sock not in ready:
+                continue
             try:
                 message, _ = stream.receive()
             except ConnectionResetError:
                 message = None
-            if message is not None and message["op"] == "started":
-                started = True
-                continue
-            if message is None or message["op"] in ("end", "error"):
-                return message, started
+            if message is None:
+                return None, started
+        if message["op"] == "started":
+            started = True
+        elif message["op"] in ("end", "error"):
+            return message, started
 
 
 def _outcome(reply: dict | None, started: bool, workspace_id: str, signals: _Signals) -> int:
@@ -226,14 +233,25 @@ def _usable(fd: int) -> bool:
 
 
 class _Signals:
-    """SIGINT/SIGTERM recorded and signalled on a pipe, so a select() loop notices them at once."""
+    """SIGINT/SIGTERM (and SIGWINCH's new size) recorded and signalled on a pipe, so a select() loop notices them at
+    once."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
+        self.size: tuple[int, int] | None = None  # the terminal's latest size (interactive sessions)
         self.wake_r, self._wake_w = os.pipe()
 
     def handler(self, signum: int, _frame: object) -> None:
         self.received.append(signum)
+        self._wake()
+
+    def resized(self, columns: int, rows: int) -> None:
+        # Runs in a signal handler: record and wake the loop, which sends it (a send from here could interleave
+        # with one the loop is making).
+        self.size = (columns, rows)
+        self._wake()
+
+    def _wake(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"!")
 

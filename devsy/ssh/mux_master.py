@@ -101,17 +101,24 @@ class Master:
     # -- the control socket -------------------------------------------------------------------------------------------
     def serve(self, listener: socket.socket, persist_s: float) -> None:
         """Accept clients until idle for `persist_s`, asked to exit, or every connection to the agent has ended."""
+        accepting = True
         while not self._exit.is_set():
             with self._state:
                 timeout = None if self._active else max(0.0, self._idle_since + persist_s - time.monotonic())
-            ready, _, _ = select.select([listener, self._wake_r], [], [], timeout)
+            ready, _, _ = select.select([listener, self._wake_r] if accepting else [self._wake_r], [], [], timeout)
             if not ready:
                 log.info("idle for %gs: exiting", persist_s)
                 return
             if self._wake_r in ready:
                 os.read(self._wake_r, 4096)
+                accepting = True  # a session ended: descriptors may be free again
             if listener in ready:
-                client, _ = listener.accept()
+                try:
+                    client, _ = listener.accept()
+                except OSError as exc:  # out of descriptors: wait for a session to end rather than spin
+                    log.warning("cannot accept a client: %s", exc)
+                    accepting = False
+                    continue
                 with self._state:
                     self._active += 1  # counted here, so the checks below never miss a client being served
                 threading.Thread(target=self._serve_client, args=(client,), daemon=True).start()
@@ -146,6 +153,10 @@ class Master:
         finally:
             for fd in fds:
                 os.close(fd)
+            # shutdown, not only close: the session's watcher may be blocked reading this socket, and then close()
+            # alone would neither wake it nor let the client see the end of the stream.
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
             client.close()
             with self._state:
                 self._active -= 1
@@ -153,44 +164,48 @@ class Master:
             self._wake()
 
     def _session(self, stream: MessageStream, message: dict, fds: list[int]) -> None:
-        stdin = stdout_fd = stderr_fd = None
-        try:
-            if len(fds) != 3:
-                for fd in fds:
-                    os.close(fd)
-                raise ProtocolError(f"a session request with {len(fds)} descriptors, not 3")
-            stdin_fd, stdout_fd, stderr_fd = fds
-            if message.get("stdin"):
-                stdin = os.fdopen(stdin_fd, "rb", buffering=0)
-            else:
-                os.close(stdin_fd)
-            reply = self._run(stream, message, stdin, stdout_fd, stderr_fd)
-        finally:
-            # Before the reply: once `devsy ssh` exits, nobody but its caller may hold its stdout and stderr.
-            for fd in (stdout_fd, stderr_fd):
-                if fd is not None:
-                    os.close(fd)
-            if stdin is not None:
-                with contextlib.suppress(OSError):
-                    stdin.close()
-        stream.send(reply)
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            raise ProtocolError(f"a session request with {len(fds)} descriptors, not 3")
+        stdin_fd, stdout_fd, stderr_fd = fds
+        stdin = os.fdopen(stdin_fd, "rb", buffering=0) if message.get("stdin") else None
+        if stdin is None:
+            os.close(stdin_fd)
+        stream.send(self._run(stream, message, stdin, stdout_fd, stderr_fd))
 
     def _run(self, stream: MessageStream, message: dict, stdin: Any, stdout_fd: int, stderr_fd: int) -> dict:
-        pty = message.get("pty")
-        request = SessionRequest(command=message.get("command"), env={str(k): str(v) for k, v in
-                                                                       (message.get("env") or {}).items()},
-                                 pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty else None)
+        """Run one session; the descriptors are ours to close. By the reply, every copy into the client's stdout
+        and stderr has ended and closed its descriptor (once `devsy ssh` exits, only its caller holds them)."""
+        handed_over = False
         try:
-            channel = open_session(self.connection(str(message["user"])).transport, request)
-        except SessionNotOpened as exc:
-            return _error_reply(exc, retry=True)
-        except DevsyError as exc:
-            return _error_reply(exc)
-        stream.send({"op": "started"})  # from now on the command may have run: the client must not retry it
-        cancel = CancelToken()
-        threading.Thread(target=_watch_client, args=(stream, channel, cancel), daemon=True).start()
-        end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, cancel, owns_stdin=stdin is not None,
-                             on_cancel=_kill_session)
+            pty = message.get("pty")
+            request = SessionRequest(command=message.get("command"),
+                                     env={str(k): str(v) for k, v in (message.get("env") or {}).items()},
+                                     pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty
+                                     else None)
+            try:
+                channel = open_session(self.connection(str(message["user"])).transport, request)
+            except SessionNotOpened as exc:
+                return _error_reply(exc, retry=True)
+            except DevsyError as exc:
+                return _error_reply(exc)
+            try:
+                stream.send({"op": "started"})  # from now on the command may have run: the client must not retry
+                cancel = CancelToken()
+                threading.Thread(target=_watch_client, args=(stream, channel, cancel), daemon=True).start()
+                handed_over = True  # the session's threads close each descriptor when they are done with it
+                end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, cancel, owns_fds=True,
+                                     on_cancel=_kill_session)
+            except BaseException:
+                _kill_session(channel)  # the client is gone, or we failed: the command must not run on unattended
+                raise
+        finally:
+            if not handed_over:
+                for fd in (stdout_fd, stderr_fd):
+                    os.close(fd)
+                if stdin is not None:
+                    stdin.close()
         if end is None:
             return {"op": "end", "cancelled": True}
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
@@ -218,12 +233,13 @@ def _watch_client(stream: MessageStream, channel: Any, cancel: CancelToken) -> N
         while True:
             message, _ = stream.receive()
             if message is None or message["op"] == "cancel":
-                break
+                return
             if message["op"] == "resize":
                 channel.resize_pty(width=int(message["cols"]), height=int(message["rows"]))
-    except (OSError, ProtocolError, ValueError, KeyError, EOFError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever ends the watch (a closed socket, a closed channel) ...
         log.debug("client watch ended: %s", exc)
-    cancel.cancel()  # after the session ended this changes nothing
+    finally:
+        cancel.cancel()  # ... cancels the session; after it ended this changes nothing
 
 
 def _kill_session(channel: Any) -> None:

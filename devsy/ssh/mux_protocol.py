@@ -102,6 +102,10 @@ class MessageStream:
                 os.close(fd)
             raise
 
+    def buffered(self) -> dict | None:
+        """The next message if it has already been read in whole (several can arrive in one read), else None."""
+        return self._take()
+
     def _take(self) -> dict | None:
         if len(self._buffer) < _HEADER.size:
             return None

@@ -80,12 +80,12 @@ def _spawn_and_wait(home: Path, workspace_id: str, signals: Any, deadline: float
     finally:
         os.close(ready_r)
     if line is None:
-        code = proc.wait(timeout=_STOP_WAIT_S)
+        code = _reap(proc)
         raise errors.DevsyError(f"the SSH master of workspace {workspace_id} exited during start-up (exit {code})",
                                 hint=f"read {master_log(home, workspace_id)}, or retry with DEVSY_SSH_MUX=0")
     report = json.loads(line)
     if not report.get("ok"):
-        proc.wait(timeout=_STOP_WAIT_S)  # it exits right after reporting
+        _reap(proc)  # it exits right after reporting
         raise errors.ReportedError(str(report.get("kind", "")), report.get("exit_code", 1),
                                    str(report.get("message", "")), str(report.get("hint", "")))
 
@@ -111,11 +111,18 @@ def _read_ready(fd: int, signals: Any, deadline: float) -> bytes | None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Stop a master that is still starting: SIGTERM cancels its work (the driver cleans up in the guest)."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        _reap(proc)
+
+
+def _reap(proc: subprocess.Popen) -> int | None:
+    """Its exit code, once it exited; SIGKILL if it does not within the bound (None if even that did not end it)."""
     try:
-        proc.wait(timeout=_STOP_WAIT_S)
+        return proc.wait(timeout=_STOP_WAIT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait(timeout=_STOP_WAIT_S)
+    try:
+        return proc.wait(timeout=_STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        return None

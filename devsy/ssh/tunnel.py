@@ -48,8 +48,10 @@ class GatedInput(io.RawIOBase):
         """Up to `size` bytes once the gate is open; b"" when closed or at end of input. The driver calls this
         (rather than readinto) when it exists, which saves two copies of every chunk."""
         while not self._closing.is_set():
-            watch = [self._wake_r, self._fd] if self._gate.is_set() else [self._wake_r]
-            ready, _, _ = select.select(watch, [], [])
+            poller = select.poll()  # not select(): the SSH master may hold descriptors past 1023
+            for fd in [self._wake_r, self._fd] if self._gate.is_set() else [self._wake_r]:
+                poller.register(fd, select.POLLIN)
+            ready = dict(poller.poll())
             if self._closing.is_set():
                 break
             if self._fd in ready:

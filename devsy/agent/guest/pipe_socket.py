@@ -67,8 +67,9 @@ class PipeSocket:
     def _wait_readable(self) -> bool:
         if self._timeout is None:
             return True
-        ready, _, _ = select.select([self._rfd], [], [], self._timeout)
-        return bool(ready)
+        poller = select.poll()  # not select(): the SSH master may hold descriptors past 1023
+        poller.register(self._rfd, select.POLLIN)
+        return bool(poller.poll(self._timeout * 1000))
 
     def send(self, data: bytes) -> int:
         if self._closed:

@@ -123,9 +123,9 @@ def resize(fd: int, cols: int, rows: int, width_px: int = 0, height_px: int = 0)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, width_px, height_px))
 
 
-def _children_by_parent() -> dict:
-    """pid -> [child pids], from one pass over /proc/*/stat (field 4 is the parent; the name may hold spaces)."""
-    children: dict = {}
+def _process_table() -> list:
+    """(pid, parent pid, session id) of every process, from /proc/*/stat (fields 4 and 6; the name may hold spaces)."""
+    table = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -134,35 +134,49 @@ def _children_by_parent() -> dict:
                 fields = stat.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue  # it exited while we looked
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    return children
+        table.append((int(entry), int(fields[1]), int(fields[3])))
+    return table
 
 
-def process_tree(root: int) -> list:
-    """`root` and every process descended from it."""
-    children, tree, index = _children_by_parent(), [root], 0
-    while index < len(tree):
-        tree.extend(children.get(tree[index], ()))
-        index += 1
+def process_tree(root: int) -> set:
+    """`root`'s session: `root` (a session leader: sessions start with setsid), its descendants, and what is still
+    in its session after `root` exited and its children were handed to init (`sleep 600 &` in a finished shell)."""
+    table = _process_table()
+    children: dict = {}
+    tree = {root}
+    for pid, parent, session in table:
+        children.setdefault(parent, []).append(pid)
+        if session == root:
+            tree.add(pid)
+    pending = list(tree)
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                pending.append(child)
     return tree
 
 
 def kill_tree(root: int) -> int:
-    """SIGKILL `root` and its descendants; returns how many were signalled.
+    """SIGKILL `root`'s session and descendants (see process_tree); returns how many were signalled.
 
-    Everything found is frozen (SIGSTOP) first and the tree walked again, so a process cannot fork a child we miss
-    between the look and the kill. A descendant that already left the tree (daemonized: its parent exited and it
-    was reparented) is not ours to find, as with any tree kill.
+    Everything found is frozen (SIGSTOP), and the tree walked again until no new process shows up, so nothing can
+    fork a child we miss between the look and the kill. A process that started a session of its own after leaving
+    the tree (a daemon whose parent exited) is not ours to find, as with any tree kill.
     """
-    def signal_all(pids: list, number: int) -> None:
+    def signal_all(pids, number: int) -> None:
         for pid in pids:
             try:
                 os.kill(pid, number)
             except OSError:
                 pass  # gone already
 
-    frozen = process_tree(root)
-    signal_all(frozen, signal.SIGSTOP)
-    tree = sorted(set(frozen) | set(process_tree(root)))
-    signal_all(tree, signal.SIGKILL)
-    return len(tree)
+    frozen: set = set()
+    for _ in range(100):  # each round freezes what it found; a fork bomb cannot keep this going past the bound
+        found = process_tree(root) - frozen
+        if not found:
+            break
+        signal_all(found, signal.SIGSTOP)
+        frozen |= found
+    signal_all(frozen, signal.SIGKILL)
+    return len(frozen)

@@ -66,11 +66,13 @@ class Session:
         if number == signal.SIGKILL:
             self._kill_requested = True  # read by _run right after the spawn, in case we are first
         spawned = self._spawned
-        if spawned is None or spawned.proc.poll() is not None:
+        if spawned is None:
             return False
         if number == signal.SIGKILL:
-            kill_tree(spawned.proc.pid)
+            kill_tree(spawned.proc.pid)  # even when the shell itself has exited: what it left running goes too
             return True
+        if spawned.proc.poll() is not None:
+            return False
         try:
             os.killpg(spawned.proc.pid, number)
         except OSError:
