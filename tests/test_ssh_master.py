@@ -49,10 +49,14 @@ def _container(docker_client, workspace: str):
     return docker_client.containers.list(all=True, filters={"label": f"dev.devsy.workspace={workspace}"})[0]
 
 
-def _agent_servers(container) -> list[str]:
-    out = container.exec_run(["sh", "-c", "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline; echo; done"],
-                             user="0").output.decode()
-    return [line for line in out.splitlines() if "ssh-server --stdio" in line and line.startswith("python3")]
+AGENT_SERVER = "ssh-server"  # an argument of every agent serving a connection (one word: argv is NUL-separated)
+
+
+def _agent_servers(container) -> list[int]:
+    script = "for d in /proc/[0-9]*; do echo \"${d#/proc/} $(tr '\\0' ' ' < $d/cmdline)\"; done"
+    out = container.exec_run(["sh", "-c", script], user="0").output.decode()
+    return [int(line.split()[0]) for line in out.splitlines()
+            if AGENT_SERVER in line and line.split(None, 1)[1:2] and line.split(None, 1)[1].startswith("python3")]
 
 
 def _start_and_read_ready(devsy, workspace: str, docker_client, command: str):
@@ -116,6 +120,9 @@ def test_a_killed_client_has_its_command_tree_killed_and_the_master_stays(devsy,
 def test_a_crashed_master_is_replaced_and_its_agent_exits(devsy, running_workspace, docker_client):
     assert _ssh(devsy, running_workspace, "true").returncode == 0
     [old] = _master_pids(devsy)
+    container = _container(docker_client, running_workspace)
+    observer = ProcessObserver.via_docker(container.id)
+    [old_agent] = [observer.identify(pid, AGENT_SERVER) for pid in _agent_servers(container)]
     os.kill(old, signal.SIGKILL)
     assert _wait_gone(old, 10)
     after = _ssh(devsy, running_workspace, "echo again")
@@ -123,10 +130,7 @@ def test_a_crashed_master_is_replaced_and_its_agent_exits(devsy, running_workspa
     [new] = _master_pids(devsy)
     assert new != old
     # The crashed master's agent saw its stream end and exited; only the new master's agent is left.
-    container = _container(docker_client, running_workspace)
-    deadline = time.monotonic() + 10
-    while len(_agent_servers(container)) != 1 and time.monotonic() < deadline:
-        time.sleep(0.2)  # polling the guest's process table: there is nothing to wait on from here
+    assert observer.wait_dead([old_agent], timeout=10) == []
     assert len(_agent_servers(container)) == 1
 
 

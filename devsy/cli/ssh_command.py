@@ -5,19 +5,9 @@ leaves alone (an unreadable record, say) take the full path (devsy/ssh/command.p
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from devsy.ssh.mux_protocol import mux_enabled
-
-
-def _home() -> Path:
-    raw = os.environ.get("DEVSY_HOME", "")
-    if raw:
-        return Path(raw).expanduser()
-    from devsy.workspace.paths import devsy_home
-
-    return devsy_home()
+from devsy.workspace.paths import devsy_home
 
 
 def run_ssh_command(args: argparse.Namespace) -> int:
@@ -25,7 +15,7 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     if not args.stdio and mux_enabled():
         from devsy.ssh import mux_client
 
-        code = mux_client.run(_home(), args.workspace, command=args.remote_command, user=args.user, env=env,
+        code = mux_client.run(devsy_home(), args.workspace, command=args.remote_command, user=args.user, env=env,
                               tty=args.tty)
         if code is not None:
             return code
@@ -35,4 +25,4 @@ def run_ssh_command(args: argparse.Namespace) -> int:
 
     options = SshOptions(workspace=args.workspace, command=args.remote_command, user=args.user, env=env,
                          stdio=args.stdio, tty=args.tty)
-    return cancellable(lambda cancel: run_ssh(_home(), options, cancel))
+    return cancellable(lambda cancel: run_ssh(devsy_home(), options, cancel))

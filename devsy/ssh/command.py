@@ -23,6 +23,7 @@ from devsy.progress import Progress
 from devsy.ssh import terminal
 from devsy.ssh.client import PtyRequest, SessionEnd, SessionRequest, open_session, pump_until_end, write_all
 from devsy.ssh.connection import AgentPath, open_agent_connection, raise_for_tunnel, server_args
+from devsy.ssh.mux_client import NO_EXIT_STATUS
 from devsy.ssh.redaction import RedactingWriter, configured_secrets
 from devsy.ssh.tunnel import AgentTunnel
 
@@ -98,19 +99,12 @@ def _session(ws: OpenWorkspace, agent: AgentPath, options: SshOptions, streams: 
     return end.process_exit_code()
 
 
-NO_EXIT_STATUS = b"devsy ssh: the session ended without an exit status\n"
-
-
-def interactive(stdin: BinaryIO | None, options: SshOptions) -> bool:
-    """A terminal session (raw mode, a pty in the guest): stdin is a terminal and we run a shell, or -t was given."""
-    return stdin is not None and os.isatty(stdin.fileno()) and (options.command is None or options.tty)
-
-
 def _run_channel(transport: object, options: SshOptions, streams: SshStreams, cancel: CancelToken) -> SessionEnd | None:
     with contextlib.ExitStack() as stack:
         pty = None
-        if interactive(streams.stdin, options):
-            fd = streams.stdin.fileno()  # type: ignore[union-attr]
+        stdin_fd = streams.stdin.fileno() if streams.stdin is not None else None
+        if terminal.wants_terminal(stdin_fd, options.command, options.tty):
+            fd: int = stdin_fd  # type: ignore[assignment]  # not None: wants_terminal checked
             stack.enter_context(terminal.raw_mode(fd))  # first, so what the user types from now on is kept
             columns, rows = terminal.size(fd)
             pty = PtyRequest(os.environ.get("TERM", "xterm-256color"), columns, rows)

@@ -24,8 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from devsy import errors
+from devsy.ssh import terminal
 from devsy.ssh.mux_protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
 from devsy.workspace.ids import validate_workspace_id
+from devsy.workspace.paths import workspace_paths
 
 CANCEL_WAIT_S = 15.0  # the agent kills the tree, then reports; the cancellation bound is 10 s
 STOP_WAIT_S = 10.0
@@ -39,7 +41,7 @@ class MasterGone(Exception):
 def record_of(home: Path, workspace_id: str) -> dict | None:
     """The fields of workspace.json this path needs, or None when it should leave the case to the full path."""
     try:
-        with open(home / "workspaces" / validate_workspace_id(workspace_id) / "workspace.json", "rb") as handle:
+        with open(workspace_paths(home, validate_workspace_id(workspace_id)).record, "rb") as handle:
             data = json.load(handle)
     except (OSError, ValueError, errors.DevsyError):
         return None
@@ -74,14 +76,13 @@ def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: d
         return None  # the full path has the errors for these
     user = user or record.get("remote_user") or "root"
     stdin_fd = _stdin_fd()
-    interactive = stdin_fd is not None and os.isatty(stdin_fd) and (command is None or tty)
     with _signals() as signals:
         for attempt in (1, 2):
             try:
                 sock = _master(home, record, signals)
                 with contextlib.closing(sock):
                     return _session(sock, signals, workspace_id, command=command, user=user, env=env,
-                                    stdin_fd=stdin_fd, interactive=interactive)
+                                    stdin_fd=stdin_fd, interactive=terminal.wants_terminal(stdin_fd, command, tty))
             except errors.Cancelled:
                 if signals.received:  # cancelled while a master was starting: it was stopped
                     return 128 + signals.received[0]
@@ -111,8 +112,6 @@ def _session(sock: socket.socket, signals: _Signals, workspace_id: str, *, comma
     with contextlib.ExitStack() as stack:
         pty = None
         if interactive:
-            from devsy.ssh import terminal
-
             assert stdin_fd is not None
             stack.enter_context(terminal.raw_mode(stdin_fd))  # first, so what the user types from now on is kept
             columns, rows = terminal.size(stdin_fd)

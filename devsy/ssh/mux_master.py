@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import select
@@ -268,8 +269,6 @@ def _listen(address: bytes) -> socket.socket:
 
 
 def _report(fd: int, payload: dict) -> None:
-    import json
-
     with contextlib.suppress(OSError):
         os.write(fd, json.dumps(payload).encode() + b"\n")
     os.close(fd)

@@ -17,6 +17,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from devsy import errors
+from devsy.workspace.paths import workspace_paths
 
 START_TIMEOUT_S = 300.0  # a master's first connection may have to deliver the agent again
 _STOP_WAIT_S = 15.0
@@ -25,14 +26,15 @@ _LOCK_POLL_S = 0.5  # how often a waiter for the start lock looks at its cancell
 
 def master_log(home: Path, workspace_id: str) -> Path:
     """The master's log, in the workspace's folder (removed with it)."""
-    return home / "workspaces" / workspace_id / "ssh-master.log"
+    return workspace_paths(home, workspace_id).root / "ssh-master.log"
 
 
 def start_master(home: Path, record: dict, signals: Any,
                  connect: Callable[[Path, dict], tuple[socket.socket, int] | None]) -> socket.socket:
     """Start the master unless another `devsy ssh` just did, and return a connection to it."""
     workspace_id = record["id"]
-    lock_path = home / "locks" / f"{workspace_id}.ssh-master.lock"
+    # Beside the workspace's own lock (not held here: `up` or `stop` may hold it for minutes).
+    lock_path = workspace_paths(home, workspace_id).lock.with_name(f"{workspace_id}.ssh-master.lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_path))
     deadline = time.monotonic() + START_TIMEOUT_S

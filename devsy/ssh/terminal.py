@@ -10,6 +10,12 @@ import tty
 from collections.abc import Callable, Iterator
 
 
+def wants_terminal(stdin_fd: int | None, command: str | None, tty: bool) -> bool:
+    """A terminal session (raw mode here, a pty in the guest): stdin is a terminal, and we run a shell or -t was
+    given (as OpenSSH decides)."""
+    return stdin_fd is not None and os.isatty(stdin_fd) and (command is None or tty)
+
+
 def size(fd: int) -> tuple[int, int]:
     """(columns, rows) of the terminal on `fd`; 80x24 when it does not say."""
     try:

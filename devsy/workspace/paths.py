@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class WorkspacePaths:
-    """Every host path belonging to one workspace id."""
+class WorkspacePaths(NamedTuple):
+    """Every host path belonging to one workspace id. (A NamedTuple, not a dataclass: every `devsy ssh` reads these,
+    and importing dataclasses would be a seventh of its start-up.)"""
 
     root: Path  # $HOME/workspaces/<id>
     record: Path  # $HOME/workspaces/<id>/workspace.json
