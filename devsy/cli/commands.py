@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -101,19 +101,21 @@ def _exec(args: argparse.Namespace) -> int:
     argv = args.argv
     if not argv:
         raise UsageError("no command given", hint="pass the command after the workspace, e.g. `devsy exec WS ls -la`")
-    with _redacted_output(value for _, value in args.env) as (stdout, stderr):
-        def run(cancel: CancelToken) -> int:
-            request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=stdout, stderr=stderr, user=args.user,
-                                  workdir=args.workdir, env=dict(args.env), cancel=cancel)
-            return workspace_ops.exec_command(devsy_home(), args.workspace, request).exit_code
 
-        return cancellable(run)
+    # The guest's bytes go through unaltered: redaction is for what devsy itself prints, never for session output
+    # (masking an --env value would corrupt any output that happens to contain it, `true` or a binary alike).
+    def run(cancel: CancelToken) -> int:
+        request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
+                              user=args.user, workdir=args.workdir, env=dict(args.env), cancel=cancel)
+        return workspace_ops.exec_command(devsy_home(), args.workspace, request).exit_code
+
+    return cancellable(run)
 
 
 @contextlib.contextmanager
-def _redacted_output(extra_secrets: Iterable[str] = ()) -> Iterator[tuple[BinaryIO, BinaryIO]]:
-    """stdout/stderr through the redaction filter when secrets are configured (DEVSY_REDACT, --env values)."""
-    secrets = configured_secrets(extra_secrets)
+def _redacted_output() -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """stdout/stderr through the redaction filter when DEVSY_REDACT configures secrets (devsy printing stored logs)."""
+    secrets = configured_secrets()
     if not secrets:
         yield sys.stdout.buffer, sys.stderr.buffer
         return
