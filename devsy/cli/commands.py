@@ -75,8 +75,14 @@ def _list(args: argparse.Namespace) -> int:
     return emit_success("list", args.json, payload, human)
 
 
+_CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def cancellable(run: Callable[[CancelToken], int]) -> int:
-    """Run with SIGINT/SIGTERM wired to a cancel token; a command ended by one of them exits 128+signal."""
+    """Run with SIGINT/SIGTERM/SIGHUP wired to a cancel token; a command ended by one of them exits 128+signal.
+
+    SIGHUP is what a closed terminal sends: its default action would end devsy at once, leaving the guest command
+    running in the workspace."""
     cancel = CancelToken()
     received: list[int] = []
 
@@ -84,7 +90,7 @@ def cancellable(run: Callable[[CancelToken], int]) -> int:
         received.append(signum)
         cancel.cancel()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in _CANCEL_SIGNALS}
     try:
         code = run(cancel)
     except Cancelled:

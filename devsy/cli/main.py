@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = command("exec", "Run ARGV in the workspace; stdout/stderr are passed through byte for byte and the "
                          "exit code is the command's.", json_flag=False)
+    ex.epilog = ("SIGINT/SIGTERM/SIGHUP stop the command's processes in the workspace and exit 128+N; they never "
+                 "outlive devsy, however it ends (killed, or its output pipe closed).")
     ex.add_argument("workspace", metavar="WORKSPACE")
     ex.add_argument("--user", "-u", default="", help="user to run as (default: the workspace's remote user)")
     ex.add_argument("--workdir", "-w", default="", help="working directory (default: the workspace folder)")
@@ -76,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     ssh.epilog = ("Sessions run through the workspace's SSH master (started by the first `devsy ssh`, like OpenSSH's "
                   "ControlMaster), so later ones start in tens of milliseconds. It exits after DEVSY_SSH_PERSIST_S "
                   "idle seconds (default 600) and on stop/delete; DEVSY_SSH_MUX=0 connects without it. "
-                  "SIGINT/SIGTERM stop the command's processes in the workspace and exit 128+N.")
+                  "SIGINT/SIGTERM/SIGHUP stop the command's processes in the workspace and exit 128+N.")
     ssh.add_argument("workspace", metavar="WORKSPACE")
     ssh.add_argument("--command", "-c", dest="remote_command", metavar="COMMAND",
                      help="run this command with the user's shell instead of an interactive shell")
