@@ -27,6 +27,7 @@ from devsy.driver.docker import container_spec, process_tree
 from devsy.driver.docker.engine import connect, engine_errors
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
+from devsy.driver.exec_guard import ExecGuard, KillPlan
 from devsy.driver.reuse import check_reuse
 from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
@@ -181,50 +182,56 @@ class DockerDriver:
         if not container.attrs.get("State", {}).get("Running"):
             raise DriverError(f"workspace {workspace_id} is stopped", hint=f"run `devsy start {workspace_id}` first")
         token = process_tree.new_token()
+        # Started before the command: if this process dies in any way before the command's end is known, the guard
+        # kills its tree (the engine would keep it running, discarding its output, for ever).
+        guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
+        try:
+            result, end_known = self._exec_attached(workspace_id, container.id, token, request)
+            if end_known:
+                guard.release()
+            return result
+        finally:
+            guard.close()
+
+    def _exec_attached(self, workspace_id: str, container_id: str, token: str,
+                       request: ExecRequest) -> tuple[ExecResult, bool]:
+        """Run the command; (result, whether its end is known: its output ended, or we killed its tree)."""
         api = self.client.api
         with engine_errors(f"starting a command in workspace {workspace_id}"):
             exec_id = api.exec_create(
-                container.id, process_tree.wrap(request.argv, token), stdin=True, stdout=True, stderr=True,
+                container_id, process_tree.wrap(request.argv, token), stdin=True, stdout=True, stderr=True,
                 user=request.user or "", workdir=request.workdir or None,
                 environment=[f"{k}={v}" for k, v in request.env.items()] or None,
             )["Id"]
             attached = AttachedExec(api, exec_id)
         copier = StdinPump(request.stdin or io.BytesIO(b""), attached.send, attached.close_stdin,
                            owns_source=request.owns_stdin)
-        wake = threading.Event()  # set on cancellation or when the output has ended
-        finished = threading.Event()
+        cancellation = _Cancellation(self, container_id, token, request, attached, copier)
         # Stop the input copy at once on cancel, so the command cannot see end of input and exit before the kill.
-        unsubscribe = request.cancel.on_cancel(lambda: (copier.stop(), wake.set()))
-        canceller = threading.Thread(target=self._cancel_when_asked, name="devsy-exec-cancel", daemon=True,
-                                     args=(container.id, token, request, attached, copier, wake, finished))
+        unsubscribe = request.cancel.on_cancel(cancellation.wake_up)
         copier.start()
-        canceller.start()
+        cancellation.start()
         try:
             pump_output(attached, request.stdout, request.stderr)
+            cancellation.output_ended.set()
         except BrokenPipeError:
             request.cancel.cancel()  # nobody reads our output any more: end the command instead of hanging it
+        except BaseException:
+            request.cancel.cancel()  # nothing can carry the command's output any more: end it, then report
+            raise
         finally:
             unsubscribe()
-            finished.set()
-            wake.set()
+            cancellation.finish()
             copier.stop()
             attached.close()
-            canceller.join(timeout=_KILL_TIMEOUT_S + _CANCEL_DRAIN_S)
+            cancellation.join(timeout=_KILL_TIMEOUT_S + _CANCEL_DRAIN_S)
             copier.join(timeout=_KILL_TIMEOUT_S)
+        if cancellation.error is not None:
+            raise cancellation.error
         if copier.error is not None:
             raise DriverError(f"copying stdin into the command failed: {copier.error}") from copier.error
-        return ExecResult(exit_code=self._exit_code(exec_id, cancelled=request.cancel.is_cancelled()))
-
-    def _cancel_when_asked(self, container_id: str, token: str, request: ExecRequest, attached: AttachedExec,
-                           copier: StdinPump, wake: threading.Event, finished: threading.Event) -> None:
-        wake.wait()
-        if finished.is_set() or not request.cancel.is_cancelled():
-            return
-        copier.stop()
-        self.kill_tree(container_id, token)
-        # The killed tree closes its end; if output is still pending past the drain time, cut the connection.
-        if not finished.wait(_CANCEL_DRAIN_S):
-            attached.close()
+        result = ExecResult(exit_code=self._exit_code(exec_id, cancelled=request.cancel.is_cancelled()))
+        return result, cancellation.output_ended.is_set() or cancellation.killed.is_set()
 
     def kill_tree(self, container_id: str, token: str) -> None:
         api = self.client.api
@@ -254,3 +261,54 @@ class DockerDriver:
         with engine_errors("reading the engine's architecture"):
             arch = self.client.info().get("Architecture", "")
         return {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(arch, arch)
+
+
+# What the exec guard calls, in a fresh interpreter, when the process running a command died before its end.
+_ORPHAN_KILL = "devsy.driver.docker.driver:kill_orphaned_tree"
+
+
+def kill_orphaned_tree(container_id: str, token: str) -> None:
+    """Kill the tree of the exec tagged `token` (the exec guard's plan; the engine comes from DOCKER_HOST)."""
+    DockerDriver().kill_tree(container_id, token)
+
+
+class _Cancellation(threading.Thread):
+    """Kills the command's tree when the request is cancelled before its output ended by itself.
+
+    The decision rests on `output_ended` alone, not on the exec having returned: a cancel raised by the output
+    pump itself (a closed stdout pipe) comes just as the pump returns, and must still kill.
+    """
+
+    def __init__(self, driver: DockerDriver, container_id: str, token: str, request: ExecRequest,
+                 attached: AttachedExec, copier: StdinPump) -> None:
+        super().__init__(name="devsy-exec-cancel", daemon=True)
+        self._driver, self._container_id, self._token = driver, container_id, token
+        self._request, self._attached, self._copier = request, attached, copier
+        self._wake = threading.Event()  # set on cancellation, and when the exec returns
+        self._returned = threading.Event()
+        self.output_ended = threading.Event()  # the engine ended the output: the command exited
+        self.killed = threading.Event()
+        self.error: BaseException | None = None
+
+    def wake_up(self) -> None:
+        self._copier.stop()
+        self._wake.set()
+
+    def finish(self) -> None:
+        self._returned.set()
+        self._wake.set()
+
+    def run(self) -> None:
+        self._wake.wait()
+        if self.output_ended.is_set() or not self._request.cancel.is_cancelled():
+            return
+        self._copier.stop()
+        try:
+            self._driver.kill_tree(self._container_id, self._token)
+        except BaseException as exc:  # noqa: BLE001 - exec() raises it; the exec guard kills in our place
+            self.error = exc
+            return
+        self.killed.set()
+        # The killed tree closes its end; if output is still pending past the drain time, cut the connection.
+        if not self._returned.wait(_CANCEL_DRAIN_S):
+            self._attached.close()

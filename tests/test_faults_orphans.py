@@ -1,0 +1,175 @@
+"""A guest command never outlives its caller: whatever ends `devsy exec` (SIGKILL, SIGHUP, a closed stdout pipe) or
+its external provider (SIGKILL), the command's process tree in the workspace is gone within a bound.
+
+Death is proven by an independent observer (`docker exec` as root: pid + start time + nonce), never by the absence
+of output. The guest prints its pids on stderr once its tree runs; stdout carries whatever the case needs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import DEVSY, HOST_NET, cli_env, make_project
+from fixtures.process_observer import ObservedProcess, ProcessObserver
+
+# From the event that ends the caller to the observer seeing the whole tree dead.
+ORPHAN_BOUND_S = 10.0
+READY_TIMEOUT_S = 60.0
+PROVIDERS = {"docker": [], "external-docker": ["--provider", "external-docker"]}
+
+
+@dataclass
+class LiveExec:
+    proc: subprocess.Popen
+    tree: list[ObservedProcess]
+    observer: ProcessObserver
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def workspace(request, devsy, ws_id, guest_image, tmp_path) -> str:
+    devsy.up(make_project(tmp_path / "p", {"image": guest_image, "remoteUser": "dev"}), "--id", ws_id,
+             *PROVIDERS[request.param], *HOST_NET)
+    return ws_id
+
+
+def _read_line(fd: int, timeout: float) -> bytes:
+    """One line from `fd`, bounded; what arrived so far if the deadline passes or the stream ends."""
+    import select
+
+    deadline, line = time.monotonic() + timeout, b""
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            break
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        line += chunk
+    return line
+
+
+def _start(devsy, docker_client, workspace: str, script: str, nonce: str) -> LiveExec:
+    """`devsy exec` of a script that prints `ready PID...` on stderr; each PID must carry `nonce` in its argv."""
+    container = docker_client.containers.list(filters={"label": f"dev.devsy.workspace={workspace}"})[0]
+    observer = ProcessObserver.via_docker(container.id)
+    proc = subprocess.Popen([*DEVSY, "exec", workspace, "--", "sh", "-c", script], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
+    line = _read_line(proc.stderr.fileno(), READY_TIMEOUT_S)
+    match = re.fullmatch(rb"ready ([\d ]+)\n", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"the guest did not report its pids: {line!r}")
+    tree = [observer.identify(int(pid), nonce) for pid in match[1].split()]
+    return LiveExec(proc, tree, observer)
+
+
+def _sleeping_tree(nonce: str) -> str:
+    # The nonce rides in argv (root may not read the environ of `dev`'s processes): the shell's text and the child's.
+    return f': {nonce}; python3 -c "import time; time.sleep(4242)" {nonce} & echo "ready $$ $!" >&2; wait'
+
+
+def _assert_tree_dies(live: LiveExec, since: float) -> None:
+    left = live.observer.wait_dead(live.tree, timeout=max(0.0, ORPHAN_BOUND_S - (time.monotonic() - since)))
+    assert left == [], f"guest processes outlived `devsy exec` by {ORPHAN_BOUND_S:.0f}s: {left}"
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _provider_pid(cli_pid: int) -> int:
+    for pid in _descendants(cli_pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.endswith(b"/devsy-provider-docker") for arg in argv):
+            return pid
+    raise AssertionError(f"no devsy-provider-docker process under the CLI (pid {cli_pid})")
+
+
+def _kill_cli(live: LiveExec) -> None:
+    live.proc.kill()
+    live.proc.wait(timeout=ORPHAN_BOUND_S)
+
+
+def _hang_up_cli(live: LiveExec) -> None:
+    live.proc.send_signal(signal.SIGHUP)
+    assert live.proc.wait(timeout=ORPHAN_BOUND_S) == 128 + signal.SIGHUP
+
+
+ENDINGS: dict[str, Callable[[LiveExec], None]] = {"sigkill-cli": _kill_cli, "sighup-cli": _hang_up_cli}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_the_guest_tree_dies_when_the_cli_is_ended(devsy, workspace, docker_client, ending):
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    live = _start(devsy, docker_client, workspace, _sleeping_tree(nonce), nonce)
+    try:
+        ended = time.monotonic()
+        ENDINGS[ending](live)
+        _assert_tree_dies(live, ended)
+    finally:
+        live.proc.kill()
+        live.proc.wait(timeout=ORPHAN_BOUND_S)
+    assert devsy.run("exec", workspace, "--", "echo", "next").stdout == b"next\n"  # the workspace is untouched
+
+
+def test_the_guest_tree_dies_when_nobody_reads_the_output_any_more(devsy, workspace, docker_client):
+    """Like `devsy exec WS -- sh -c 'head -c 20G /dev/zero | cat' | head -1`: the reader of stdout goes away."""
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    # `yes NONCE | grep NONCE` burns CPU for ever and carries the nonce; $! is grep, $$ the shell.
+    script = f': {nonce}; yes {nonce} | grep --line-buffered {nonce} & echo "ready $$ $!" >&2; wait'
+    live = _start(devsy, docker_client, workspace, script, nonce)
+    try:
+        assert _read_line(live.proc.stdout.fileno(), READY_TIMEOUT_S) == f"{nonce}\n".encode()
+        ended = time.monotonic()
+        live.proc.stdout.close()  # `| head -1` has its line and exits
+        live.proc.wait(timeout=ORPHAN_BOUND_S)
+        _assert_tree_dies(live, ended)
+    finally:
+        live.proc.kill()
+        live.proc.wait(timeout=ORPHAN_BOUND_S)
+
+
+@pytest.mark.parametrize("workspace", ["external-docker"], indirect=True)
+def test_the_guest_tree_dies_when_the_provider_is_killed(devsy, workspace, docker_client):
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    live = _start(devsy, docker_client, workspace, _sleeping_tree(nonce), nonce)
+    try:
+        ended = time.monotonic()
+        os.kill(_provider_pid(live.proc.pid), signal.SIGKILL)
+        code = live.proc.wait(timeout=ORPHAN_BOUND_S)
+        stderr = live.proc.stderr.read().decode()
+        assert code == 1, (code, stderr)
+        # devsy says what happened (a typed error, no traceback), rather than dying silently with the provider.
+        assert "devsy exec: error: provider devsy-provider-docker" in stderr and "Traceback" not in stderr, stderr
+        _assert_tree_dies(live, ended)
+    finally:
+        live.proc.kill()
+        live.proc.wait(timeout=ORPHAN_BOUND_S)
+    assert devsy.run("exec", workspace, "--", "echo", "next").stdout == b"next\n"
