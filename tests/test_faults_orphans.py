@@ -12,6 +12,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,3 +174,54 @@ def test_the_guest_tree_dies_when_the_provider_is_killed(devsy, workspace, docke
         live.proc.kill()
         live.proc.wait(timeout=ORPHAN_BOUND_S)
     assert devsy.run("exec", workspace, "--", "echo", "next").stdout == b"next\n"
+
+
+# -- the same guard around a host child in its own session: `msb exec` (a stand-in here: no VM boots on this host) ---
+MSB_STAND_IN = """#!/bin/sh
+[ "$1" = exec ] || exit 2
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+exec "$@"
+"""
+# An owner of one `run_exec` (what `devsy exec` does for the microsandbox driver), killed by the test.
+MSB_OWNER = """
+import sys
+from devsy.driver.base import ExecRequest
+from devsy.driver.microsandbox.exec_stream import run_exec
+from devsy.driver.microsandbox.locate import MsbBinary
+from devsy.driver.microsandbox.msb import MsbClient
+client = MsbClient(MsbBinary(sys.argv[1], (0, 7, 11)))
+run_exec(client, "ws", ExecRequest(argv=sys.argv[2:], stdout=sys.stdout.buffer, stderr=sys.stderr.buffer))
+"""
+
+
+def _on_host(argv: list[str]) -> tuple[int, bytes]:
+    proc = subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stdout
+
+
+def test_a_killed_owner_of_msb_exec_leaves_no_command_behind(tmp_path):
+    stand_in = tmp_path / "msb"
+    stand_in.write_text(MSB_STAND_IN)
+    stand_in.chmod(0o755)
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    sleeper = f'{sys.executable} -c "import time; time.sleep(4242)" {nonce}'
+    script = f': {nonce}; {sleeper} & echo "ready $$ $!" >&2; wait'
+    owner = subprocess.Popen([sys.executable, "-c", MSB_OWNER, str(stand_in), "sh", "-c", script],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    observer = ProcessObserver(_on_host)
+    live = LiveExec(owner, [], observer)
+    try:
+        line = _read_line(owner.stderr.fileno(), READY_TIMEOUT_S)
+        match = re.fullmatch(rb"ready (\d+) (\d+)\n", line)
+        assert match, line
+        live.tree = [observer.identify(int(pid), nonce) for pid in match.groups()]
+        ended = time.monotonic()
+        _kill_cli(live)
+        _assert_tree_dies(live, ended)
+    finally:
+        owner.kill()
+        owner.wait(timeout=ORPHAN_BOUND_S)
+        for process in live.tree:  # on the host, nobody else would remove what a failure left behind
+            if observer.is_alive(process):
+                os.kill(process.pid, signal.SIGKILL)

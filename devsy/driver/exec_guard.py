@@ -30,6 +30,8 @@ _GUARD_ARGV = [sys.executable, "-I", "-S", str(Path(exec_guard_process.__file__)
 # Where the guard imports a plan's function from: ours, with devsy's own root first (an editable install finds it
 # through an import hook that a -S interpreter lacks); no "" (our cwd is nothing the plan needs).
 _DEVSY_ROOT = str(Path(exec_guard_process.__file__).resolve().parents[2])
+# A released guard exits at once; past this we stop waiting for it (subprocess reaps it later).
+_RELEASE_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -70,18 +72,63 @@ class ExecGuard:
             os.write(self._fd, data)
 
     def release(self) -> None:
-        """The command's end is known: the guard exits without killing."""
+        """The command's end is known: the guard exits without killing (reaped here, so no process of ours lingers;
+        it is long up and blocked on its read by the time a command ends, so this wait costs next to nothing)."""
         if self._fd >= 0:
             self._write(exec_guard_process.DONE)
             self.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(_RELEASE_WAIT_S)
 
     def close(self) -> None:
+        """Without a release first, this is what makes the guard kill; it is not waited for (it must outlive us)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        # Not waited for: it exits at once on `done`. subprocess reaps it at a later Popen, or init after we exit.
         self._proc.poll()
 
 
 def _import_path() -> list[str]:
     return [_DEVSY_ROOT, *(entry for entry in sys.path if entry and entry != _DEVSY_ROOT)]
+
+
+# -- a plan for commands that run as a host child in a session of their own (e.g. `msb exec`) ------------------------
+_HOST_GROUP_STOP = "devsy.driver.exec_guard:stop_host_group"
+_TERM_GRACE_S = 5.0
+
+
+def host_group_plan(pid: int) -> KillPlan:
+    """Stop the process group that `pid` leads (a child started with start_new_session): TERM, then KILL."""
+    return KillPlan(_HOST_GROUP_STOP, {"pid": pid, "start_time": _start_time(pid)})
+
+
+def stop_host_group(pid: int, start_time: int, grace: float = _TERM_GRACE_S) -> None:
+    """The guard's side of host_group_plan; does nothing once the leader is gone (its pid may be someone else's)."""
+    import select
+    import signal
+
+    try:
+        pidfd = os.pidfd_open(pid)  # pins the process: from here on `pid` cannot be reused under us
+    except ProcessLookupError:
+        return
+    try:
+        if _start_time(pid) != start_time:
+            return  # the leader we were told about is gone; this pid is another process's
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)  # readable once the process has exited
+        if not poller.poll(grace * 1000):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+
+
+def _start_time(pid: int) -> int | None:
+    """/proc/PID/stat field 22 (start time in clock ticks since boot): with the pid, a process's identity."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])

@@ -15,6 +15,7 @@ import threading
 from typing import BinaryIO
 
 from devsy.driver.base import ExecRequest, ExecResult
+from devsy.driver.exec_guard import ExecGuard, host_group_plan
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.process import Terminator, stop_group
 from devsy.errors import DriverError
@@ -40,6 +41,17 @@ def exec_argv(name: str, request: ExecRequest) -> list[str]:
 def run_exec(msb: MsbClient, name: str, request: ExecRequest) -> ExecResult:
     proc = msb.spawn(exec_argv(name, request), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, bufsize=0)
+    # msb runs in a session of its own, so it would outlive a killed devsy: the guard then stops it, as cancel does.
+    guard = ExecGuard.start(host_group_plan(proc.pid))
+    try:
+        return _run(proc, request)
+    finally:
+        if proc.returncode is not None:
+            guard.release()  # reaped: msb, and with it the command, is gone
+        guard.close()
+
+
+def _run(proc: subprocess.Popen, request: ExecRequest) -> ExecResult:
     terminator = Terminator(proc)
     assert proc.stdin is not None
     sink = proc.stdin
