@@ -42,7 +42,11 @@ def run_exec(msb: MsbClient, name: str, request: ExecRequest) -> ExecResult:
     proc = msb.spawn(exec_argv(name, request), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, bufsize=0)
     # msb runs in a session of its own, so it would outlive a killed devsy: the guard then stops it, as cancel does.
-    guard = ExecGuard.start(host_group_plan(proc.pid))
+    try:
+        guard = ExecGuard.start(host_group_plan(proc.pid))
+    except BaseException:
+        stop_group(proc)
+        raise
     try:
         return _run(proc, request)
     finally:
