@@ -109,3 +109,65 @@ def test_writer_masks_across_writes_and_flushes_on_close():
 def test_redact_text_masks_whole_messages(monkeypatch):
     monkeypatch.setenv("DEVSY_REDACT", "hunter22")
     assert redact_text("password hunter22 rejected") == "password *** rejected"
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """register_secrets is process-wide: each test gets an empty registry, and leaves none behind."""
+    from devsy.ssh import redaction
+
+    monkeypatch.setattr(redaction, "_registered", set())
+
+
+def test_registered_values_are_configured_secrets(fresh_registry, monkeypatch):
+    from devsy.ssh.redaction import register_secrets
+
+    monkeypatch.delenv("DEVSY_REDACT", raising=False)
+    register_secrets(["container-env-value", "no"])
+    assert configured_secrets() == [b"container-env-value"]
+
+
+def test_a_secret_added_while_its_start_is_held_is_still_masked():
+    flt = Redactor([b"abcdefgh"])
+    assert flt.feed(b"x abcd") == b"x "  # held: could start the known secret
+    flt.add([b"abcdzzzz"])
+    assert flt.feed(b"zzzz y") + flt.finish() == MASK + b" y"
+
+
+def test_drain_releases_the_held_tail_and_the_writer_stays_usable():
+    target = io.BytesIO()
+    writer = RedactingWriter(target, [SECRET])
+    writer.write(b"ends with s3c")
+    writer.drain()
+    assert target.getvalue() == b"ends with s3c"
+    writer.write(b" then " + SECRET)
+    writer.close()
+    assert target.getvalue() == b"ends with s3c then " + MASK
+
+
+def test_progress_masks_a_registered_secret_split_across_raw_output(fresh_registry):
+    from devsy.progress import Progress
+    from devsy.ssh.redaction import register_secrets
+
+    stream = io.StringIO()
+    progress = Progress(stream)
+    register_secrets(["remote-env-secret"])  # after the Progress exists, as when a config is loaded later
+    with progress.step("running hook"):
+        progress.raw(b"value=remote-env-")
+        progress.raw(b"secret done\xc3")  # a UTF-8 character split across chunks survives too
+        progress.raw(b"\xa9\n")
+        progress.raw(b"tail remote-env-")
+    text = stream.getvalue()
+    assert "remote-env-secret" not in text and "value=*** done\u00e9\n" in text
+    assert "tail remote-env-\ndevsy: running hook: done" in text  # a held tail is released before the step line
+
+
+def test_engine_messages_do_not_quote_mount_sources_or_dockerfile_lines():
+    from devsy.driver.docker.engine import engine_message
+
+    bind = 'invalid mount config for type "bind": bind source path does not exist: /home/me/.secret-dir'
+    assert "/home/me" not in engine_message(bind) and "bind source path does not exist" in engine_message(bind)
+    parse = "dockerfile parse error line 1: unknown instruction: ROOT:$6$HASH:19000:0:99999:7:::"
+    assert engine_message(parse) == "dockerfile parse error line 1: unknown instruction (the line is not repeated)"
+    created = "error while creating mount source path '/srv/private/x': mkdir /srv/private: permission denied"
+    assert "/srv/private/x" not in engine_message(created)

@@ -1,4 +1,8 @@
-"""Running devcontainer lifecycle commands (onCreateCommand, postCreateCommand, postStartCommand) in the guest."""
+"""Running devcontainer lifecycle commands (onCreateCommand, postCreateCommand, postStartCommand) in the guest.
+
+Their output is devsy's own output (progress), not a session: containerEnv and remoteEnv values are masked in it, live
+and in the tail quoted by a failure (README.md, "Secrets").
+"""
 
 from __future__ import annotations
 
@@ -7,19 +11,25 @@ from collections import deque
 from typing import BinaryIO, cast
 
 from devsy.devcontainer.config import DevContainerConfig
+from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.driver.base import Driver, ExecRequest
 from devsy.errors import CommandFailed
 from devsy.progress import Progress
+from devsy.ssh.redaction import Redactor, configured_secrets, register_secrets
 
 _TAIL_BYTES = 2048
 
 
 class _Tee(io.RawIOBase):
-    """Shows a command's output as progress while keeping its last bytes for the error message."""
+    """Shows a command's output as progress while keeping its last bytes for the error message.
+
+    The tail is kept already masked: cutting raw output to its last bytes could cut a secret in two and leave its
+    end, which no later filter would recognise."""
 
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
+        self._redactor = Redactor(configured_secrets())
         self._tail: deque[bytes] = deque()
         self._size = 0
 
@@ -28,13 +38,19 @@ class _Tee(io.RawIOBase):
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
         self._progress.raw(bytes(data))
-        self._tail.append(bytes(data))
+        self._keep(self._redactor.feed(bytes(data)))
+        return len(data)
+
+    def _keep(self, data: bytes) -> None:
+        if not data:
+            return
+        self._tail.append(data)
         self._size += len(data)
         while self._size - len(self._tail[0]) >= _TAIL_BYTES:
             self._size -= len(self._tail.popleft())
-        return len(data)
 
     def tail(self) -> str:
+        self._keep(self._redactor.finish())
         return b"".join(self._tail)[-_TAIL_BYTES:].decode("utf-8", "replace")
 
 
@@ -42,6 +58,7 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
                           workdir: str, env: dict[str, str], progress: Progress) -> None:
     if command is None:
         return
+    register_secrets(env.values())
     for label, argv in command.argvs():
         tee = _Tee(progress)
         with progress.step(f"running {label}"):
@@ -59,6 +76,7 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
 def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                      progress: Progress) -> None:
     """The once-per-instance commands, then the per-start one."""
+    register_config_secrets(config)
     for command in (config.on_create_command, config.post_create_command):
         run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
                               env=config.remote_env, progress=progress)
@@ -67,5 +85,6 @@ def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConf
 
 def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                     progress: Progress) -> None:
+    register_config_secrets(config)
     run_lifecycle_command(driver, workspace_id, config.post_start_command, user=user,
                           workdir=config.workspace_folder, env=config.remote_env, progress=progress)

@@ -1,8 +1,10 @@
-"""One streaming redaction filter for ordinary output (exec, logs, diagnostics). The SSH tunnel never uses it.
+"""One streaming redaction filter for what devsy itself prints (progress, hook and build output, diagnostics,
+errors). The bytes of `devsy exec` and `devsy ssh` sessions never pass through it (README.md, "Secrets").
 
-Secrets come from `DEVSY_REDACT` (one secret per line) and from the values a command was given (`--env KEY=VALUE`);
-values shorter than MIN_SECRET_LEN are not treated as secrets, because masking "1" or "yes" everywhere would destroy
-ordinary output while hiding nothing. Each occurrence is replaced by `***`.
+Secrets come from `DEVSY_REDACT` (one secret per line), from the values a command was given (`--env KEY=VALUE`) and
+from the values this process registered with `register_secrets` (containerEnv, remoteEnv, build args and mount
+sources of the config it loaded: devsy/devcontainer/config_secrets.py); values shorter than MIN_SECRET_LEN are not treated as secrets, because masking "1" or "yes" everywhere
+would destroy ordinary output while hiding nothing. Each occurrence is replaced by `***`.
 
 Streaming rule: the filter holds back only a tail that could still become a secret, i.e. at most len(secret)-1
 bytes, and releases it as soon as the next bytes show it cannot (or at end of stream). It never holds a byte that
@@ -23,10 +25,29 @@ REDACT_ENV = "DEVSY_REDACT"
 MIN_SECRET_LEN = 4
 MASK = b"***"
 
+# Values this process passes on (environment, build args, mount sources): secrets of all it prints from then on.
+# Process-wide, because an error raised deep in a driver is printed by the CLI, which never saw the config.
+_registered: set[str] = set()
+_registered_lock = threading.Lock()
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Treat `values` as secrets in everything this process prints from now on (progress, errors, JSON outcome)."""
+    with _registered_lock:
+        _registered.update(v for v in values if v)
+
+
+def registered_count() -> int:
+    """How many values were registered; a writer compares it with what it has seen to pick up new secrets."""
+    with _registered_lock:
+        return len(_registered)
+
 
 def configured_secrets(extra: Iterable[str] = ()) -> list[bytes]:
-    """DEVSY_REDACT's lines plus `extra` values, as bytes, without the too-short ones and duplicates."""
-    values = [*os.environ.get(REDACT_ENV, "").splitlines(), *extra]
+    """DEVSY_REDACT's lines, the registered values and `extra`, as bytes, without the too-short ones and duplicates."""
+    with _registered_lock:
+        registered = list(_registered)
+    values = [*os.environ.get(REDACT_ENV, "").splitlines(), *registered, *extra]
     secrets = {v.encode("utf-8", "surrogateescape") for v in values if len(v.encode("utf-8", "surrogateescape"))
                >= MIN_SECRET_LEN}
     return sorted(secrets, key=lambda s: (-len(s), s))
@@ -36,12 +57,24 @@ class Redactor:
     """Feed bytes in order with `feed`; call `finish` at end of stream. Each returns what may be released now."""
 
     def __init__(self, secrets: Iterable[bytes]) -> None:
-        ordered = sorted({bytes(s) for s in secrets if s}, key=lambda s: (-len(s), s))
-        # Longest first: at one position the longest secret wins (a secret that contains another is masked whole).
-        self._pattern = re.compile(b"|".join(re.escape(s) for s in ordered)) if ordered else None
-        self._prefixes = {s[:k] for s in ordered for k in range(1, len(s))}
-        self._longest = len(ordered[0]) if ordered else 0
+        self._secrets: set[bytes] = set()
+        self._pattern: re.Pattern[bytes] | None = None
+        self._prefixes: set[bytes] = set()
+        self._longest = 0
         self._pending = b""
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[bytes]) -> None:
+        """Mask these too from now on; a held tail is matched against the new set at the next feed or finish."""
+        new = {bytes(s) for s in secrets if s} - self._secrets
+        if not new:
+            return
+        self._secrets |= new
+        ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
+        # Longest first: at one position the longest secret wins (a secret that contains another is masked whole).
+        self._pattern = re.compile(b"|".join(re.escape(s) for s in ordered))
+        self._prefixes = {s[:k] for s in ordered for k in range(1, len(s))}
+        self._longest = len(ordered[0])
 
     def feed(self, data: bytes) -> bytes:
         if self._pattern is None:
@@ -60,7 +93,8 @@ class Redactor:
             return b"".join(out)
 
     def finish(self) -> bytes:
-        """End of stream: nothing more can complete a secret, so mask whole ones and release the rest."""
+        """End of a stream (or of one piece of output): nothing more can complete a secret, so mask whole ones and
+        release the rest. The redactor can be fed again afterwards."""
         if self._pattern is None:
             return b""
         rest, self._pending = self._pending, b""
@@ -86,6 +120,18 @@ class RedactingWriter:
         self._redactor = Redactor(secrets)
         self._lock = threading.Lock()
         self.closed = False
+
+    def add_secrets(self, secrets: Iterable[bytes]) -> None:
+        with self._lock:
+            self._redactor.add(secrets)
+
+    def drain(self) -> None:
+        """The current piece of output ended (a hook finished): release the held tail, masked, and keep the writer."""
+        with self._lock:
+            rest = self._redactor.finish()
+            if rest:
+                self._target.write(rest)
+            self._target.flush()
 
     def writable(self) -> bool:
         return True
