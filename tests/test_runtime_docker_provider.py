@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devsy.driver.base import ExecRequest, Mount, MountType, RunOptions
+from devsy.driver.base import ExecRequest, HostRequirements, Mount, MountType, RunOptions
 from devsy.driver.docker.options import OPTION_HELP
 from devsy.errors import RecreateRequired
 from devsy.runtime.errors import ProviderExited
@@ -88,8 +88,9 @@ def test_on_run_replaces_only_with_permission(provider: RunningProvider, workspa
 def test_mount_sources_in_backend_errors_are_redacted(provider: RunningProvider, guest_image: str,
                                                       docker_client) -> None:
     ws = f"t-rt-{secrets.token_hex(4)}"
-    secret_path = f"/nonexistent/secret-{secrets.token_hex(6)}"
-    options = RunOptions(image=guest_image, mounts=[Mount(MountType.BIND, "/data", secret_path)])
+    # A volume name the engine refuses and quotes (a missing bind source is refused before the engine, by target).
+    secret_path = f"nonexistent/secret-{secrets.token_hex(6)}"
+    options = RunOptions(image=guest_image, mounts=[Mount(MountType.VOLUME, "/data", secret_path)])
     try:
         with pytest.raises(Exception) as info:
             provider.client.run_image(ws, options)
@@ -119,8 +120,9 @@ def test_a_replacement_the_engine_rejects_leaves_the_workspace_untouched(provide
                                                                         guest_image: str, docker_client) -> None:
     old = provider.client.find(workspace)
     entrypoint, cmd = KEEP_ALIVE
+    # More CPUs than any host has: the engine refuses the create (a missing bind source is refused before it).
     options = RunOptions(image=guest_image, entrypoint=entrypoint, cmd=cmd, allow_recreate=True,
-                         mounts=[Mount(MountType.BIND, "/data", f"/nonexistent/{secrets.token_hex(4)}")])
+                         host_requirements=HostRequirements(cpus=4096))
     with pytest.raises(Exception, match="creating the container"):
         provider.client.run_image(workspace, options)
     now = provider.client.find(workspace)

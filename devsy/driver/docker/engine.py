@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 
 import docker
@@ -14,6 +15,14 @@ from devsy.errors import BackendUnavailable, DriverError, ImageError, NotFound
 
 # Engine calls that are not streams must answer within this many seconds.
 API_TIMEOUT_S = 120
+# Engine messages that quote what devsy must not repeat: a mount's source path (may be a secret) and a line of the
+# file named as Dockerfile (may be any file). The rest of the message stays, so the cause is still said.
+_QUOTING_MESSAGES = (
+    (re.compile(r"(bind source path does not exist)\s*:.*", re.IGNORECASE), r"\1 on the engine's host"),
+    (re.compile(r"(error while creating mount source path)\s*'[^']*'", re.IGNORECASE), r"\1"),
+    (re.compile(r"(dockerfile parse error(?: on)? line \d+)\s*:\s*([^:]*):.*", re.IGNORECASE | re.DOTALL),
+     r"\1: \2 (the line is not repeated)"),
+)
 
 
 def engine_address() -> str:
@@ -28,9 +37,9 @@ def connect() -> docker.DockerClient:
         raise _unavailable(exc) from exc
 
 
-def _unavailable(exc: Exception) -> BackendUnavailable:
+def _unavailable(exc: Exception, action: str = "") -> BackendUnavailable:
     return BackendUnavailable(
-        f"cannot reach the Docker engine at {engine_address()}: {_first_line(exc)}",
+        f"{action + ': ' if action else ''}cannot reach the Docker engine at {engine_address()}: {_first_line(exc)}",
         hint="start the Docker daemon (for example `dockerd` or `systemctl start docker`) or point DOCKER_HOST "
         "at a running engine, then retry",
     )
@@ -53,9 +62,16 @@ def engine_errors(action: str) -> Iterator[None]:
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
         if isinstance(exc, docker.errors.APIError):
             raise DriverError(f"{action}: {_explanation(exc)}") from exc
-        raise _unavailable(exc) from exc
+        raise _unavailable(exc, action) from exc
 
 
 def _explanation(exc: docker.errors.APIError | docker.errors.DockerException) -> str:
     explanation = getattr(exc, "explanation", None)
-    return str(explanation) if explanation else _first_line(exc)
+    return engine_message(str(explanation) if explanation else _first_line(exc))
+
+
+def engine_message(text: str) -> str:
+    """An engine's message as devsy may show it: the parts that quote mount sources or Dockerfile lines removed."""
+    for pattern, replacement in _QUOTING_MESSAGES:
+        text = pattern.sub(replacement, text)
+    return text
