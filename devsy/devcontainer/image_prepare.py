@@ -1,7 +1,8 @@
 """Making the devcontainer's image available on the host's Docker engine: use, pull, or build it.
 
 Images are always prepared with the Docker engine on the host (the MicroSandbox driver later loads them from there),
-so this is not part of any driver.
+so this is not part of any driver. Every layer devsy builds carries the workspace's labels (build_context.py), so an
+interrupted build leaves nothing `devsy delete` or the next `devsy up` cannot find.
 """
 
 from __future__ import annotations
@@ -10,14 +11,22 @@ import hashlib
 import json
 from collections import deque
 from dataclasses import dataclass
+from typing import IO
 
+import docker
 import docker.errors
+import docker.models.images
 
+from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
+from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
-from devsy.driver.docker.engine import connect, engine_errors
-from devsy.errors import BackendUnavailable, ImageError
+from devsy.driver.docker.engine import connect, engine_errors, engine_message
+from devsy.errors import BackendUnavailable, DriverError, ImageError
 from devsy.progress import Progress
+
+# Removing an image can free a parent that was held by it; a few passes remove a whole chain of leftovers.
+_REMOVE_PASSES = 8
 
 
 @dataclass(frozen=True)
@@ -29,10 +38,13 @@ class PreparedImage:
 
 def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str,
                   progress: Progress) -> PreparedImage:
+    register_config_secrets(config)  # from here on: build output, and the create that follows
     client = connect()
     if config.build is not None:
         ref = _build(client, config.build, workspace_id, network_mode, progress)
-        return PreparedImage(ref=ref, built_locally=True, user=_image_user(client, ref))
+        with engine_errors(f"looking up the built image {ref}"):
+            user = _image_user(client, ref)
+        return PreparedImage(ref=ref, built_locally=True, user=user)
     assert config.image is not None  # load_config guarantees image or build
     ref = config.image
     try:
@@ -45,12 +57,16 @@ def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode
         try:
             with engine_errors(f"pulling image {ref}"):
                 client.images.pull(ref)
+        except BackendUnavailable:
+            raise
         except Exception as exc:
             raise ImageError(
                 f"image {ref} is not available locally and pulling it failed: {getattr(exc, 'message', exc)}",
                 hint="check the image name, build the image locally, or make its registry reachable",
             ) from exc
-    return PreparedImage(ref=ref, built_locally=False, user=_image_user(client, ref))
+    with engine_errors(f"looking up the pulled image {ref}"):
+        user = _image_user(client, ref)
+    return PreparedImage(ref=ref, built_locally=False, user=user)
 
 
 def _image_user(client: docker.DockerClient, ref: str) -> str:
@@ -61,10 +77,14 @@ def _image_user(client: docker.DockerClient, ref: str) -> str:
     return (image.attrs.get("Config") or {}).get("User", "") or ""
 
 
-def build_tag(build: BuildConfig, workspace_id: str) -> str:
+def build_labels(workspace_id: str) -> dict[str, str]:
+    return {LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id}
+
+
+def build_tag(build: BuildConfig, dockerfile_text: str, workspace_id: str) -> str:
     """A tag that changes when the Dockerfile or build arguments change, so a stale build is never reused by name."""
     digest = hashlib.sha256()
-    digest.update(build.dockerfile.read_bytes())
+    digest.update(dockerfile_text.encode("utf-8"))
     digest.update(json.dumps({"args": build.args, "target": build.target}, sort_keys=True).encode())
     return f"devsy-build-{workspace_id}:{digest.hexdigest()[:12]}"
 
@@ -74,44 +94,68 @@ def _build(client: docker.DockerClient, build: BuildConfig, workspace_id: str, n
     if not build.dockerfile.is_file():
         raise ImageError(f"Dockerfile {build.dockerfile} does not exist",
                          hint="fix build.dockerfile in devcontainer.json (it is relative to that file)")
-    tag = build_tag(build, workspace_id)
-    try:
-        dockerfile = str(build.dockerfile.relative_to(build.context))
-    except ValueError:
-        dockerfile = str(build.dockerfile)  # outside the context: the engine accepts an absolute path
+    dockerfile = labelled_dockerfile(build, build_labels(workspace_id))
+    tag = build_tag(build, dockerfile.text, workspace_id)
+    with progress.step(f"building image {tag}"), context_archive(build, dockerfile.text) as archive:
+        try:
+            _run_build(client, build, archive, tag, network_mode, progress)
+        except DriverError as exc:
+            # Line numbers the engine gives are of devsy's labelled copy; the user knows their own file.
+            exc.message = dockerfile.in_user_lines(exc.message)
+            raise
+    _remove_images(client, workspace_id, keep=tag)  # earlier builds of this workspace; untagged layers stay as cache
+    return tag
+
+
+def _run_build(client: docker.DockerClient, build: BuildConfig, archive: IO[bytes], tag: str, network_mode: str,
+               progress: Progress) -> None:
     tail: deque[str] = deque(maxlen=20)
-    with progress.step(f"building image {tag}"), engine_errors(f"building image {tag}"):
+    with engine_errors(f"building image {tag}"):
         stream = client.api.build(
-            path=str(build.context), dockerfile=dockerfile, tag=tag, buildargs=build.args or None,
-            target=build.target, rm=True, forcerm=True, decode=True,
+            fileobj=archive, custom_context=True, dockerfile=DOCKERFILE_NAME, tag=tag,
+            buildargs=build.args or None, target=build.target, rm=True, forcerm=True, decode=True,
             network_mode=None if network_mode == "default" else network_mode,
-            labels={LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id},
         )
         for event in stream:
             if "error" in event:
                 raise ImageError(
-                    f"building image {tag} failed: {event['error'].strip()}",
+                    f"building image {tag} failed: {engine_message(event['error'].strip())}",
                     hint="fix the Dockerfile; the build output ended with:\n" + "".join(tail),
                 )
             text = event.get("stream", "")
             if text:
                 tail.append(text)
                 progress.raw(text.encode())
-    return tag
 
 
 def remove_built_images(workspace_id: str) -> None:
-    """Remove the images devsy built for this workspace (found by label). An image still used elsewhere is left in
-    place, and a host without a Docker engine has none to remove."""
+    """Remove the images devsy built for this workspace, intermediate layers too (found by label). An image still
+    used elsewhere is left in place, and a host without a Docker engine has none to remove."""
     try:
         client = connect()
     except BackendUnavailable:
         return
+    _remove_images(client, workspace_id, keep=None)
+
+
+def _remove_images(client: docker.DockerClient, workspace_id: str, keep: str | None) -> None:
+    """Remove this workspace's labelled images. After a build (`keep` = its tag) only the other tags go: untagged
+    layers, also those an interrupted build left, are the build cache the next `up` reuses. Without `keep`
+    (delete) every layer goes. Images in use stay: a cache entry, not workspace state."""
+    labels = [f"{key}={value}" for key, value in build_labels(workspace_id).items()]
     with engine_errors(f"removing the images built for workspace {workspace_id}"):
-        images = client.images.list(filters={"label": [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={workspace_id}"]})
-        for image in images:
-            for tag in image.tags:
-                try:
-                    client.images.remove(tag)
-                except docker.errors.APIError:
-                    pass  # in use by another container, or already gone: a cache entry, not workspace state
+        for _ in range(_REMOVE_PASSES):
+            images = client.images.list(all=keep is None, filters={"label": labels})
+            stale = [i for i in images if keep not in (i.tags or []) and (keep is None or i.tags)]
+            if not sum(_remove(client, image) for image in stale):
+                return
+
+
+def _remove(client: docker.DockerClient, image: docker.models.images.Image) -> int:
+    """Untag (or remove, when untagged) one image; 0 when the engine refuses (in use, has children, gone)."""
+    try:
+        for tag in image.tags or [image.id]:
+            client.images.remove(tag)
+    except docker.errors.APIError:
+        return 0
+    return 1
