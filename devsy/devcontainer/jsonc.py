@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,16 @@ from devsy.errors import ConfigError
 # The message is the only place the position is exposed across json5 versions, so it is parsed, not trusted blindly.
 _POSITION = re.compile(r":(?P<line>\d+)\s+(?P<what>.*?)\s+at column (?P<col>\d+)\s*$", re.DOTALL)
 _UNEXPECTED_CHAR = re.compile(r'^Unexpected "(?P<char>.)"$', re.DOTALL)
+# A real devcontainer.json is a few KB; 1 MiB is hundreds of times that. The bound keeps a stray huge file from
+# costing minutes and hundreds of MB (json5, used for error positions, takes ~7 s per MB in pure Python).
+MAX_CONFIG_BYTES = 1 << 20
+# JSONC = JSON + comments + trailing commas. One C-speed pass keeps strings verbatim, blanks comments, and drops a
+# comma that only comments and whitespace separate from `]` or `}`; the stdlib JSON parser then reads the result.
+_JSONC_NOISE = re.compile(
+    r'(?P<string>"(?:[^"\\\n]|\\.)*")'
+    r"|(?P<comment>//[^\n]*|/\*[\s\S]*?\*/)"
+    r"|(?P<comma>,)(?=(?:\s|//[^\n]*|/\*[\s\S]*?\*/)*[\]}])"
+)
 
 
 def json_type_name(value: object) -> str:
@@ -36,7 +48,10 @@ def json_type_name(value: object) -> str:
 def load_jsonc(path: Path) -> dict[str, Any]:
     """Read and parse a JSONC file whose top level must be an object; every failure is a ConfigError naming the file."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)  # never more: the file may be huge (or still growing)
+            if len(data) > MAX_CONFIG_BYTES:
+                raise _too_large(path, max(len(data), _size_of(handle.fileno())))
     except FileNotFoundError:
         raise ConfigError(f"{path} does not exist", hint="Check the path, or create the file.") from None
     except IsADirectoryError:
@@ -64,7 +79,13 @@ def parse_jsonc(text: str, *, source: str) -> dict[str, Any]:
     if not text.strip():
         raise ConfigError(f"{source} is empty", hint='Put a JSON object in it, for example {"image": "ubuntu:24.04"}.')
     try:
-        value = json5.loads(text)
+        value = _fast_parse(text)
+    except (ValueError, RecursionError):
+        value = _NOT_PLAIN
+    try:
+        if value is _NOT_PLAIN:
+            # json5 is slow but gives the positions of syntax errors, and reads the JSON5 extras older configs use.
+            value = json5.loads(text)
     except ValueError as exc:
         raise _syntax_error(str(exc), source) from None
     except RecursionError:
@@ -75,6 +96,36 @@ def parse_jsonc(text: str, *, source: str) -> dict[str, Any]:
             hint='Wrap the settings in { ... }, for example {"image": "ubuntu:24.04"}.',
         )
     return value
+
+
+_NOT_PLAIN = object()
+
+
+def _fast_parse(text: str) -> Any:
+    """Parse JSONC with the stdlib parser (linear, in C); ValueError if it is not plain JSONC."""
+    return json.loads(_JSONC_NOISE.sub(_blank_noise, text))
+
+
+def _blank_noise(match: re.Match[str]) -> str:
+    if match.lastgroup == "string":
+        return match.group()
+    # Newlines kept, so line numbers in anything reported later still match the file.
+    return re.sub(r"[^\n]", " ", match.group())
+
+
+def _size_of(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return 0
+
+
+def _too_large(path: Path, size: int) -> ConfigError:
+    return ConfigError(
+        f"{path} is {size} bytes ({size / (1 << 20):.1f} MiB); devsy reads at most {MAX_CONFIG_BYTES} bytes "
+        f"({MAX_CONFIG_BYTES >> 20} MiB) of devcontainer.json, and a real one is a few KB",
+        hint=f"check that {path} is the file you meant, and remove the generated or pasted bulk from it",
+    )
 
 
 def _syntax_error(message: str, source: str) -> ConfigError:
