@@ -111,7 +111,7 @@ def test_broken_markers_are_errors_naming_file_and_line(tmp_path: Path, content:
     config = tmp_path / "config"
     config.write_text(content)
     for action in (
-        lambda: write_block(config, "other", OPTIONS),
+        lambda: write_block(config, "proj", OPTIONS),
         lambda: remove_block(config, "proj"),
         lambda: list_blocks(config),
         lambda: read_block(config, "proj"),
@@ -120,6 +120,13 @@ def test_broken_markers_are_errors_naming_file_and_line(tmp_path: Path, content:
             action()
         assert f"{config} line {line}:" in info.value.message
     assert config.read_text() == content
+    # Another workspace's block is still written (issue 11), and the broken lines are kept byte-exact after it.
+    assert write_block(config, "other", OPTIONS)
+    assert read_block(config, "other") == render_block("other", OPTIONS)
+    text = config.read_text()
+    assert text.replace(render_block("other", OPTIONS), "", 1) == content
+    assert "devsy workspace" not in content[: text.index(render_block("other", OPTIONS))]  # never inside it
+    assert remove_block(config, "other") and config.read_text() == content
 
 
 def test_write_leaves_no_temp_files(tmp_path: Path) -> None:
