@@ -45,6 +45,12 @@ class WorkspaceNotFound(WorkspaceError):
     kind = "workspace-not-found"
 
 
+class CorruptRecord(WorkspaceError):
+    """workspace.json exists but cannot be read as a record (`devsy delete` still removes the workspace)."""
+
+    kind = "workspace-corrupt"
+
+
 class LockTimeout(WorkspaceError):
     kind = "lock-timeout"
 

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from devsy.devcontainer.hooks import run_start_hooks
-from devsy.devcontainer.image_prepare import remove_built_images
-from devsy.devcontainer.workspace_config import load_workspace_config
+from devsy.devcontainer.workspace_config import host_folder, load_workspace_config
 from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
 from devsy.driver.registry import make_driver
-from devsy.errors import WorkspaceNotFound
+from devsy.errors import WorkspaceError, WorkspaceNotFound
 from devsy.progress import Progress
-from devsy.ssh.config_entry import remove_ssh_entry
+from devsy.devcontainer.workspace_delete import delete_workspace
 from devsy.ssh.mux_client import stop_master
-from devsy.workspace.content import remove_content
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.lock import workspace_lock
 from devsy.workspace.paths import WorkspacePaths, workspace_paths
-from devsy.workspace.record import WorkspaceRecord, delete_record, list_records, load_record
+from devsy.workspace.record import WorkspaceRecord, list_records, load_record
 
 
 @dataclass
@@ -72,6 +70,7 @@ def list_workspaces(home: Path) -> list[WorkspaceRecord]:
 
 def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
     with _locked(home, raw_id, "start") as ws:
+        _require_host_folder(ws)
         found = ws.driver.find(ws.record.id)
         if found is None or not found.running:
             with progress.step(f"starting workspace {ws.record.id}"):
@@ -93,21 +92,35 @@ def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 
 def delete(home: Path, raw_id: str, progress: Progress) -> str:
     """Remove the instance, images built for it, the SSH entry, managed content and the record; a local source
-    folder is never touched."""
-    with _locked(home, raw_id, "delete") as ws:
-        with progress.step(f"deleting workspace {ws.record.id}"):
-            stop_master(home, ws.record.id, ws.record.uid)  # its connections to the agent end with it
-            ws.driver.delete(ws.record.id)
-            remove_built_images(ws.record.id)
-            remove_ssh_entry(ws.record)
-            remove_content(ws.paths.content)
-            delete_record(ws.paths)
-            shutil.rmtree(ws.paths.root, ignore_errors=True)  # only devsy's own files live here
-        return ws.record.id
+    folder is never touched. Works on a corrupt record too (see workspace_delete)."""
+    workspace_id = validate_workspace_id(raw_id)
+    paths = workspace_paths(home, workspace_id)
+    with workspace_lock(paths, command=f"devsy delete {workspace_id}"):
+        delete_workspace(home, paths, progress)
+    return workspace_id
+
+
+def _require_host_folder(ws: OpenWorkspace) -> None:
+    """A bind source removed by hand makes the engine fail with a raw "possible container breakout" error: say what
+    happened instead, before the exec."""
+    folder = host_folder(ws.record.source, ws.paths)
+    if folder.is_dir():
+        return
+    if ws.record.source_kind == "local":
+        raise WorkspaceError(
+            f"the folder {folder} of workspace {ws.record.id} no longer exists",
+            f"restore that folder, or run `devsy delete {ws.record.id}` to remove the workspace",
+        )
+    raise WorkspaceError(
+        f"the content folder {folder} of workspace {ws.record.id} was removed",
+        f"run `devsy up {shlex.quote(ws.record.source.shown())} --id {ws.record.id} --recreate` to recreate it "
+        f"(data kept only in the instance is lost), or `devsy delete {ws.record.id}`",
+    )
 
 
 def exec_command(home: Path, raw_id: str, request: ExecRequest) -> ExecResult:
     ws = open_workspace(home, raw_id)
+    _require_host_folder(ws)
     if not request.user:
         request.user = ws.record.remote_user
     if not request.workdir:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from devsy.errors import UsageError, WorkspaceError
+from devsy.errors import CorruptRecord, UsageError, WorkspaceError
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.paths import WorkspacePaths, workspace_paths
 from devsy.workspace.source import Source
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 RECORD_VERSION = 1
 _SOURCE_KINDS = ("local", "git", "image")
 _STRING_FIELDS = ("id", "uid", "source_kind", "source_value", "provider", "created_at", "ssh_config")
-_OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path")
+_OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path", "create_hooks_pending")
 
 
 def utc_now_rfc3339() -> str:
@@ -47,6 +47,10 @@ class WorkspaceRecord:
     remote_user: str = ""
     workspace_folder: str = ""
     config_path: str = ""
+    # The create attempt whose onCreate/postCreate hooks have not completed yet (a label on its instance), or "".
+    # Set before the instance is created and cleared only after the hooks succeeded, so an `up` killed in between
+    # leaves the next `up` a way to know it must run them again.
+    create_hooks_pending: str = ""
 
     @classmethod
     def new(
@@ -110,11 +114,41 @@ class WorkspaceRecord:
             remote_user=data.get("remote_user", ""),
             workspace_folder=data.get("workspace_folder", ""),
             config_path=data.get("config_path", ""),
+            create_hooks_pending=data.get("create_hooks_pending", ""),
         )
 
     @classmethod
     def from_json(cls, text: str) -> WorkspaceRecord:
         return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class SalvagedRecord:
+    """What can still be read from a corrupt record (each field "" if not): enough for `devsy delete` to find things."""
+
+    provider: str = ""
+    provider_options: dict[str, str] = field(default_factory=dict)
+    uid: str = ""
+    ssh_config: str = ""
+
+
+def salvage_record(paths: WorkspacePaths) -> SalvagedRecord:
+    """Read the fields of a corrupt record that still parse; never raises."""
+    try:
+        data = json.loads(paths.record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return SalvagedRecord()
+    if not isinstance(data, dict):
+        return SalvagedRecord()
+
+    def text(name: str) -> str:
+        value = data.get(name)
+        return value if isinstance(value, str) else ""
+
+    options = data.get("provider_options")
+    if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
+        options = {}
+    return SalvagedRecord(text("provider"), dict(options), text("uid"), text("ssh_config"))
 
 
 def load_record(paths: WorkspacePaths) -> WorkspaceRecord | None:
@@ -136,8 +170,11 @@ def load_record(paths: WorkspacePaths) -> WorkspaceRecord | None:
 
 def save_record(paths: WorkspacePaths, record: WorkspaceRecord) -> None:
     """Write the record atomically: readers see the old file or the new one, never a torn one."""
-    paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=paths.root, prefix=".workspace.json.", suffix=".tmp")
+    try:
+        paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=paths.root, prefix=".workspace.json.", suffix=".tmp")
+    except OSError as exc:
+        raise _unsaved(paths, exc) from exc
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -150,10 +187,7 @@ def save_record(paths: WorkspacePaths, record: WorkspaceRecord) -> None:
         os.replace(tmp, paths.record)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise WorkspaceError(
-            f"could not save workspace record {paths.record}: {exc.strerror or exc}",
-            f"check free disk space and the permissions of {paths.root}, then retry",
-        ) from exc
+        raise _unsaved(paths, exc) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -162,15 +196,25 @@ def save_record(paths: WorkspacePaths, record: WorkspaceRecord) -> None:
 
 def delete_record(paths: WorkspacePaths) -> None:
     """Remove the record (and the workspace folder if nothing else is left in it); a missing record is fine."""
-    paths.record.unlink(missing_ok=True)
     try:
+        paths.record.unlink(missing_ok=True)
         paths.root.rmdir()
     except FileNotFoundError:
         pass
     except OSError as exc:
         # Content still in the folder is removed (or kept) by the caller; anything else is a real problem.
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-            raise
+            raise WorkspaceError(
+                f"could not remove workspace record {paths.record}: {exc.strerror or exc}",
+                f"check the permissions of {paths.root} (and that it is not on a read-only mount), then retry",
+            ) from exc
+
+
+def _unsaved(paths: WorkspacePaths, exc: OSError) -> WorkspaceError:
+    return WorkspaceError(
+        f"could not save workspace record {paths.record}: {exc.strerror or exc}",
+        f"check free disk space and the permissions of {paths.root}, then retry",
+    )
 
 
 @dataclass
@@ -211,8 +255,8 @@ def list_records(home: Path) -> list[WorkspaceRecord]:
     return scan.records
 
 
-def _corrupt(paths: WorkspacePaths, reason: str) -> WorkspaceError:
-    return WorkspaceError(
+def _corrupt(paths: WorkspacePaths, reason: str) -> CorruptRecord:
+    return CorruptRecord(
         f"workspace record {paths.record} is corrupt: {reason}",
         f"fix or remove that file, or run `devsy delete {paths.root.name}` to remove the workspace",
     )

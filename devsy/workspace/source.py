@@ -33,6 +33,10 @@ class Source:
     kind: SourceKind
     value: str
 
+    def shown(self) -> str:
+        """The source as `devsy up` takes it, credentials in a git URL redacted: for hints and messages."""
+        return f"{GIT_PREFIX}{redact_url(self.value)}" if self.kind == "git" else self.value
+
 
 def redact_url(text: str) -> str:
     """Remove `user:password@` from every scheme URL in `text`, so messages never carry credentials."""
