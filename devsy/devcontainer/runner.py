@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import secrets
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,22 +14,26 @@ from devsy.devcontainer.image_prepare import prepare_image
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
 from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, LABEL_WORKSPACE_UID, ContainerDetails, Driver, \
-    RunOptions
+    ExecRequest, RunOptions
 from devsy.driver.registry import DEFAULT_PROVIDER, make_driver, network_mode_of, validate_provider
-from devsy.errors import WorkspaceError
+from devsy.errors import ConfigError, DevsyError, WorkspaceError
 from devsy.progress import Progress
 from devsy.workspace.content import clone_git, remove_content, remove_stale_partials
+from devsy.workspace.fsdirs import check_writable
 from devsy.workspace.ids import derive_workspace_id, validate_workspace_id
 from devsy.workspace.ledger import AttemptLedger
 from devsy.workspace.lock import workspace_lock
 from devsy.workspace.paths import WorkspacePaths, workspace_paths
 from devsy.workspace.record import WorkspaceRecord, delete_record, load_record, save_record
 from devsy.workspace.source import Source, parse_source
+from devsy.workspace.sshconfig import check_block_writable
 from devsy.ssh.config_entry import remove_ssh_entry, write_ssh_entry
 from devsy.agent.install import install_agent_for_up
 from devsy.ssh.mux_client import stop_master
 
 _GIT_CLONE_TIMEOUT_S = 600
+# Names the create attempt that made an instance; the record keeps it until that instance's create hooks succeeded.
+LABEL_CREATE_ATTEMPT = "dev.devsy.create-attempt"
 
 
 @dataclass
@@ -42,6 +49,11 @@ class UpRequest:
 
 
 @dataclass
+class _Attempt:
+    replaced_instance: bool = False  # the driver replaced an existing instance: a later failure cannot bring it back
+
+
+@dataclass
 class UpResult:
     record: WorkspaceRecord
     instance: ContainerDetails
@@ -50,7 +62,8 @@ class UpResult:
 
 def up(request: UpRequest, progress: Progress) -> UpResult:
     source = parse_source(request.source, request.cwd)
-    workspace_id = (validate_workspace_id(request.workspace_id) if request.workspace_id
+    # `--id ""` is an invalid id, not "no id": only an absent --id derives one from the source.
+    workspace_id = (validate_workspace_id(request.workspace_id) if request.workspace_id is not None
                     else derive_workspace_id(source))
     paths = workspace_paths(request.home, workspace_id)
     with workspace_lock(paths, command=f"devsy up {workspace_id}"):
@@ -66,13 +79,28 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
         with AttemptLedger() as ledger:
             record = existing or _new_record(workspace_id, source, provider, options, request, paths, ledger)
             record.provider, record.provider_options = provider, dict(options)
+            # Everything written at the end must be writable before anything is created, or a full disk or a broken
+            # ssh config block would cost a container created and rolled back (or, with --recreate, the old one).
+            check_writable(paths.root, "the workspace record")
+            check_block_writable(Path(record.ssh_config), record.id)
             _materialize(source, paths, ledger, progress)
             config = load_workspace_config(source, paths, workspace_id)
             driver = make_driver(provider, options)
             if existing is not None and request.recreate:
                 stop_master(request.home, existing.id, existing.uid)  # it serves the instance being replaced
-            instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger, progress)
-            install_agent_for_up(driver, record.id, paths, progress, ledger)
+            attempt = _Attempt()
+            try:
+                instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger,
+                                                    progress, attempt)
+                install_agent_for_up(driver, record.id, paths, progress, ledger)
+            except DevsyError as exc:
+                if attempt.replaced_instance:
+                    # In the message itself: the CLI prints message and hint, not exception notes.
+                    exc.message += (f"\nthe previous instance of workspace {record.id} had already been replaced "
+                                    f"when this failed; the workspace's record, content and SSH entry are kept")
+                    exc.hint = (f"{exc.hint}; then " if exc.hint else "") + \
+                        f"run `devsy up {shlex.quote(source.shown())} --id {record.id}` to create a new instance"
+                raise
             record.workspace_folder = config.workspace_folder
             record.config_path = str(config.path or "")
             save_record(paths, record)
@@ -110,35 +138,68 @@ def _materialize(source: Source, paths: WorkspacePaths, ledger: AttemptLedger, p
 
 
 def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContainerConfig, paths: WorkspacePaths,
-                     recreate: bool, ledger: AttemptLedger, progress: Progress) -> tuple[ContainerDetails, bool]:
+                     recreate: bool, ledger: AttemptLedger, progress: Progress,
+                     attempt: _Attempt) -> tuple[ContainerDetails, bool]:
     folder = host_folder(record.source, paths)
     found = driver.find(record.id)
     if found is not None and not recreate:
         user = remote_user(config, found.labels.get(LABEL_REMOTE_USER, record.remote_user))
         if driver.capabilities().reuse_preflight:
             driver.reuse_preflight(record.id, user, workspace_mount(config, folder, user).policy)
+        unfinished = bool(record.create_hooks_pending) and \
+            found.labels.get(LABEL_CREATE_ATTEMPT) == record.create_hooks_pending
         if not found.running:
             with progress.step(f"starting workspace {record.id}"):
                 driver.start(record.id)
-            run_start_hooks(driver, record.id, config, user=user, progress=progress)
+            if not unfinished:
+                run_start_hooks(driver, record.id, config, user=user, progress=progress)
             found = driver.find(record.id) or found
+        if unfinished:
+            # The `up` that created this instance ended (killed, or its hook failed) before its create hooks did.
+            run_create_hooks(driver, record.id, config, user=user, progress=progress)
+            record.create_hooks_pending = ""
         record.remote_user = user
         return found, True
     image = prepare_image(config, record.id, network_mode=network_mode_of(driver.name, record.provider_options),
                           progress=progress)
     user = remote_user(config, image.user)
     mount = workspace_mount(config, folder, user)
+    create_attempt = secrets.token_hex(8)
     options = RunOptions(
         image=image.ref, image_built_locally=image.built_locally, user=config.container_user or "",
         remote_user=user, env=dict(config.container_env), workspace_mount=mount.mount, mounts=list(config.mounts),
         host_requirements=config.host_requirements, allow_recreate=found is not None,
-        labels={LABEL_WORKSPACE_UID: record.uid, LABEL_REMOTE_USER: user, LABEL_MOUNT_POLICY: mount.policy},
+        labels={LABEL_WORKSPACE_UID: record.uid, LABEL_REMOTE_USER: user, LABEL_MOUNT_POLICY: mount.policy,
+                LABEL_CREATE_ATTEMPT: create_attempt},
     )
     if config.override_command:
         options.entrypoint, options.cmd = list(KEEP_ALIVE_ENTRYPOINT), list(KEEP_ALIVE_ARGS)
+    # Saved before the instance exists, so no moment has an instance whose unfinished hooks nobody knows about.
+    record.create_hooks_pending = create_attempt
+    save_record(paths, record)
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
+    attempt.replaced_instance = found is not None
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
+    _require_user(driver, record.id, user, image.ref)
     run_create_hooks(driver, record.id, config, user=user, progress=progress)
+    record.create_hooks_pending = ""  # saved by the caller once the whole `up` succeeded
     record.remote_user = user
     return instance, False
+
+
+_USER_NOT_CHECKABLE = (126, 127)  # no `id` in the image (distroless): the first exec will tell
+
+
+def _require_user(driver: Driver, workspace_id: str, user: str, image: str) -> None:
+    """Fail before the record is saved if the remote user does not exist in the image: every exec would fail."""
+    if user == "root" or user.isdigit():
+        return  # root always exists; a numeric uid needs no passwd entry
+    out = io.BytesIO()
+    result = driver.exec(workspace_id, ExecRequest(argv=["id", "-u", "--", user], stdout=out, stderr=out))
+    if result.exit_code != 0 and result.exit_code not in _USER_NOT_CHECKABLE:
+        raise ConfigError(
+            f"remoteUser {user!r} does not exist in image {image} (workspace {workspace_id})",
+            hint="set remoteUser (or containerUser) in devcontainer.json to a user the image has, or create that "
+            "user in the image's Dockerfile",
+        )

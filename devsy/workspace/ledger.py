@@ -56,7 +56,10 @@ class AttemptLedger:
             return
         errors = self.rollback()
         if errors:
-            exc.add_note("cleanup of this attempt failed for:\n" + "\n".join(f"  {error}" for error in errors))
+            note = "cleanup of this attempt failed for:\n" + "\n".join(f"  {error}" for error in errors)
+            exc.add_note(note)
+            if isinstance(exc, DevsyError):
+                exc.message += "\n" + note  # the CLI prints a DevsyError's message and hint, not its notes
         # Returning None re-raises the original exception.
 
 
