@@ -138,6 +138,10 @@ def test_a_removed_content_folder_is_explained_before_exec(devsy: DevsyCli, ws_i
     assert result.returncode == 1 and "Traceback" not in stderr and "breakout" not in stderr, stderr
     assert "content folder" in stderr and "was removed" in stderr, stderr
     assert f"--id {ws_id} --recreate" in stderr and f"devsy delete {ws_id}" in stderr
+    # A plain `up` would make a new folder the running instance cannot see: it says to recreate, and leaves none.
+    error = _error(devsy.up(guest_image, "--id", ws_id, *HOST_NET, ok=False))
+    assert "was removed" in error["message"] and "--recreate" in error["hint"]
+    assert not workspace_paths(devsy.home, ws_id).content.exists()
     devsy.up(guest_image, "--id", ws_id, "--recreate", *HOST_NET)
     assert devsy.run("exec", ws_id, "--", "true").returncode == 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DevsyCli, make_project
+from conftest import DevsyCli
 from devsy.devcontainer.jsonc import load_jsonc
 from devsy.errors import ConfigError, LockTimeout, WorkspaceError
 from devsy.workspace.lock import workspace_lock
@@ -144,20 +144,6 @@ def test_a_config_just_under_the_limit_parses_with_comments_and_trailing_commas(
     assert time.monotonic() - started < 5  # json5 alone took ~7 s per MiB
     assert data["image"] == "x" and len(data["containerEnv"]) == len(entries)
     assert data["containerEnv"]["K0"] == 'a // not a comment, /* nor this */ " ,}'
-
-
-# -- fault 5: one broken block does not block the others ---------------------------------------------------------
-def test_up_refused_for_a_broken_block_before_anything_is_created(tmp_path: Path) -> None:
-    cli = _cli(tmp_path)
-    cli.ssh_config.parent.mkdir(parents=True)
-    broken = "# >>> devsy workspace broken-ws >>>\nHost broken-ws.devsy\n  User root\n"
-    cli.ssh_config.write_text(broken)
-    project = make_project(tmp_path / "p", {"image": "devsy-guest:bookworm"})
-    result = cli.run("up", str(project), "--id", "broken-ws", "--json")
-    error = _assert_devsy_error(result, "workspace")
-    assert "line 1" in error["message"] and "no end marker" in error["message"]
-    assert not (cli.home / "workspaces" / "broken-ws").exists()
-    assert cli.ssh_config.read_text() == broken
 
 
 # -- fault 6: empty id, lock wait notice, lock files ----------------------------------------------------------------

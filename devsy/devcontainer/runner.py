@@ -50,6 +50,7 @@ class UpRequest:
 
 @dataclass
 class _Attempt:
+    made_content: bool = False  # this attempt (re)made the managed content folder
     replaced_instance: bool = False  # the driver replaced an existing instance: a later failure cannot bring it back
 
 
@@ -83,12 +84,11 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             # ssh config block would cost a container created and rolled back (or, with --recreate, the old one).
             check_writable(paths.root, "the workspace record")
             check_block_writable(Path(record.ssh_config), record.id)
-            _materialize(source, paths, ledger, progress)
+            attempt = _Attempt(made_content=_materialize(source, paths, ledger, progress))
             config = load_workspace_config(source, paths, workspace_id)
             driver = make_driver(provider, options)
             if existing is not None and request.recreate:
                 stop_master(request.home, existing.id, existing.uid)  # it serves the instance being replaced
-            attempt = _Attempt()
             try:
                 instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger,
                                                     progress, attempt)
@@ -124,10 +124,11 @@ def _remove_record_dir(paths: WorkspacePaths) -> None:
         paths.root.rmdir()
 
 
-def _materialize(source: Source, paths: WorkspacePaths, ledger: AttemptLedger, progress: Progress) -> None:
-    """Make the content folder devsy manages (git clone, or empty for an image); a local folder is used as is."""
+def _materialize(source: Source, paths: WorkspacePaths, ledger: AttemptLedger, progress: Progress) -> bool:
+    """Make the content folder devsy manages (git clone, or empty for an image); a local folder is used as is.
+    True if this attempt made it."""
     if source.kind == "local" or paths.content.is_dir():
-        return
+        return False
     remove_stale_partials(paths.content)
     ledger.add("remove the workspace content folder", lambda: remove_content(paths.content))
     if source.kind == "git":
@@ -135,6 +136,7 @@ def _materialize(source: Source, paths: WorkspacePaths, ledger: AttemptLedger, p
             clone_git(source.value, paths.content, timeout=_GIT_CLONE_TIMEOUT_S)
     else:
         paths.content.mkdir(parents=True)
+    return True
 
 
 def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContainerConfig, paths: WorkspacePaths,
@@ -143,6 +145,13 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     folder = host_folder(record.source, paths)
     found = driver.find(record.id)
     if found is not None and not recreate:
+        if attempt.made_content:
+            # The instance still binds the folder that was removed by hand; a new folder does not reach it.
+            raise WorkspaceError(
+                f"the content folder {paths.content} of workspace {record.id} was removed while its instance exists",
+                f"rerun with --recreate to give the instance the new folder (data kept only in the instance is lost), "
+                f"or `devsy delete {record.id}`",
+            )
         user = remote_user(config, found.labels.get(LABEL_REMOTE_USER, record.remote_user))
         if driver.capabilities().reuse_preflight:
             driver.reuse_preflight(record.id, user, workspace_mount(config, folder, user).policy)
