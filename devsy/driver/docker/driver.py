@@ -35,6 +35,8 @@ from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
 # How long a cancelled command's output may keep flowing after its tree was killed before we cut the connection.
 _CANCEL_DRAIN_S = 5.0
 _KILL_TIMEOUT_S = 10.0
+# The exit code of a command we cancelled (the external and msb drivers report the same).
+_CANCELLED_EXIT = 130
 
 
 class DockerDriver:
@@ -230,8 +232,11 @@ class DockerDriver:
             raise cancellation.error
         if copier.error is not None:
             raise DriverError(f"copying stdin into the command failed: {copier.error}") from copier.error
+        if cancellation.killed.is_set():
+            # What the engine reports for a tree we killed says nothing about the command; like the other drivers.
+            return ExecResult(exit_code=_CANCELLED_EXIT), True
         result = ExecResult(exit_code=self._exit_code(exec_id, cancelled=request.cancel.is_cancelled()))
-        return result, cancellation.output_ended.is_set() or cancellation.killed.is_set()
+        return result, cancellation.output_ended.is_set()
 
     def kill_tree(self, container_id: str, token: str) -> None:
         api = self.client.api
@@ -245,7 +250,7 @@ class DockerDriver:
         code = info.get("ExitCode")
         if info.get("Running") or code is None:
             if cancelled:
-                return 130
+                return _CANCELLED_EXIT
             raise DriverError("the command's output ended but the engine reports no exit status",
                               hint="retry; if it persists, check the Docker daemon's log")
         return int(code)
