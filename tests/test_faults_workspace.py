@@ -225,3 +225,16 @@ def test_corrupt_record_delete_needs_no_instance(tmp_path: Path) -> None:
     assert result.returncode == 0, result.text
     assert not paths.root.exists() and not paths.lock.exists()
     assert json.loads(result.stdout)["outcome"] == "success"
+
+
+def test_a_syntax_error_in_a_large_config_is_placed_quickly(tmp_path: Path) -> None:
+    path = tmp_path / "devcontainer.json"
+    lines = ['{ // big\n', '  "containerEnv": {\n']
+    lines += [f'    "K{n}": "{"v" * 60}", /* c */\n' for n in range(10_000)]
+    lines += ['    "LAST": "x"\n', '  }\n', '  "image": "x"\n', '}\n']  # missing comma before "image"
+    path.write_text("".join(lines))
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_jsonc(path)
+    assert time.monotonic() - started < 5  # json5 alone took ~7-14 s to word this error
+    assert f"line {len(lines) - 1}, column 3" in info.value.message, info.value.message

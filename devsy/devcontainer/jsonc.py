@@ -19,12 +19,17 @@ _UNEXPECTED_CHAR = re.compile(r'^Unexpected "(?P<char>.)"$', re.DOTALL)
 # A real devcontainer.json is a few KB; 1 MiB is hundreds of times that. The bound keeps a stray huge file from
 # costing minutes and hundreds of MB (json5, used for error positions, takes ~7 s per MB in pure Python).
 MAX_CONFIG_BYTES = 1 << 20
+_JSON5_MAX_CHARS = 64 << 10  # json5 (~7 s per MiB) only words the errors of texts this small; bigger ones get stdlib's
 # JSONC = JSON + comments + trailing commas. One C-speed pass keeps strings verbatim, blanks comments, and drops a
 # comma that only comments and whitespace separate from `]` or `}`; the stdlib JSON parser then reads the result.
+# Every repetition is possessive (Python 3.11+), so the pass stays linear whatever the input.
+# Never past its first `*/`; an unterminated one runs to the end in one match (kept as is, so parsing fails) rather
+# than being rescanned from every later `/*`.
+_BLOCK_COMMENT = r"/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)"
 _JSONC_NOISE = re.compile(
-    r'(?P<string>"(?:[^"\\\n]|\\.)*")'
-    r"|(?P<comment>//[^\n]*|/\*[\s\S]*?\*/)"
-    r"|(?P<comma>,)(?=(?:\s|//[^\n]*|/\*[\s\S]*?\*/)*[\]}])"
+    r'(?P<string>"(?:[^"\\\n]|\\.)*+")'
+    rf"|(?P<comment>//[^\n]*+|{_BLOCK_COMMENT})"
+    rf"|(?P<comma>,)(?=(?:\s|//[^\n]*+|{_BLOCK_COMMENT})*+[\]}}])"
 )
 
 
@@ -80,16 +85,12 @@ def parse_jsonc(text: str, *, source: str) -> dict[str, Any]:
         raise ConfigError(f"{source} is empty", hint='Put a JSON object in it, for example {"image": "ubuntu:24.04"}.')
     try:
         value = _fast_parse(text)
-    except (ValueError, RecursionError):
-        value = _NOT_PLAIN
-    try:
-        if value is _NOT_PLAIN:
-            # json5 is slow but gives the positions of syntax errors, and reads the JSON5 extras older configs use.
-            value = json5.loads(text)
-    except ValueError as exc:
-        raise _syntax_error(str(exc), source) from None
-    except RecursionError:
-        raise ConfigError(f"{source} is nested too deeply to parse", hint="Flatten the deeply nested values.") from None
+    except (ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError
+        if len(text) > _JSON5_MAX_CHARS:
+            # json5 would take seconds here only to word the error: the stdlib's position is exact (comments were
+            # blanked in place), so report that.
+            raise _plain_error(exc, source) from None
+        value = _json5(text, source)
     if not isinstance(value, dict):
         raise ConfigError(
             f"{source}: the top level must be a JSON object, got {json_type_name(value)}",
@@ -98,7 +99,30 @@ def parse_jsonc(text: str, *, source: str) -> dict[str, Any]:
     return value
 
 
-_NOT_PLAIN = object()
+def _json5(text: str, source: str) -> Any:
+    # json5 is slow but words syntax errors well, and reads the JSON5 extras (single quotes, bare keys) some use.
+    try:
+        return json5.loads(text)
+    except ValueError as exc:
+        raise _syntax_error(str(exc), source) from None
+    except RecursionError:
+        raise _too_deep(source) from None
+
+
+def _too_deep(source: str) -> ConfigError:
+    return ConfigError(f"{source} is nested too deeply to parse", hint="Flatten the deeply nested values.")
+
+
+def _plain_error(exc: ValueError | RecursionError, source: str) -> ConfigError:
+    if isinstance(exc, RecursionError):
+        return _too_deep(source)
+    if not isinstance(exc, json.JSONDecodeError):  # e.g. an integer literal of more digits than Python converts
+        return ConfigError(f"{source}: invalid JSON: {exc}", hint=f"Fix the JSON in {source}.")
+    line, col = exc.lineno, exc.colno
+    return ConfigError(
+        f"{source}: invalid JSON at line {line}, column {col}: {exc.msg[:1].lower()}{exc.msg[1:]}",
+        hint=f"Fix the syntax at line {line}, column {col} of {source} (comments and trailing commas are allowed).",
+    )
 
 
 def _fast_parse(text: str) -> Any:
@@ -107,10 +131,11 @@ def _fast_parse(text: str) -> Any:
 
 
 def _blank_noise(match: re.Match[str]) -> str:
-    if match.lastgroup == "string":
-        return match.group()
+    text = match.group()
+    if match.lastgroup == "string" or (text.startswith("/*") and (len(text) < 4 or not text.endswith("*/"))):
+        return text  # a string, or an unterminated comment: left for the parser to reject
     # Newlines kept, so line numbers in anything reported later still match the file.
-    return re.sub(r"[^\n]", " ", match.group())
+    return re.sub(r"[^\n]", " ", text)
 
 
 def _size_of(fd: int) -> int:
