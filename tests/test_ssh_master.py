@@ -177,7 +177,7 @@ message = b'{"op": "ping"}'
 try:
     sock.sendall(struct.pack(">I", len(message)) + message)
     print(sock.recv(4096).decode() or "hung up")
-except ConnectionResetError:
+except (ConnectionResetError, BrokenPipeError):  # the master may close before our request is even sent
     print("hung up")
 """
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import argparse
 
-from devsy.ssh.mux_protocol import mux_enabled
+from devsy.ssh.mux_protocol import mux_enabled, persist_seconds
 from devsy.workspace.paths import devsy_home
 
 
 def run_ssh_command(args: argparse.Namespace) -> int:
     env = dict(args.env)
-    if not args.stdio and mux_enabled():
+    use_master = mux_enabled()
+    persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
+    if not args.stdio and use_master:
         from devsy.ssh import mux_client
 
         code = mux_client.run(devsy_home(), args.workspace, command=args.remote_command, user=args.user, env=env,

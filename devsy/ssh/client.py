@@ -104,6 +104,14 @@ class SessionNotOpened(AgentError):
 
 def open_session(transport: Any, request: SessionRequest) -> Any:
     """A channel running the request's command (or shell), with its environment and optional pty."""
+    channel = open_channel(transport, request)
+    start_command(channel, request)
+    return channel
+
+
+def open_channel(transport: Any, request: SessionRequest) -> Any:
+    """A channel with the request's environment and optional pty, its command not yet started (the SSH master tells
+    its client `started` between the two, so a command that may have run is never retried)."""
     try:
         channel = transport.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET_SIZE,
                                          timeout=HANDSHAKE_TIMEOUT_S)
@@ -115,15 +123,29 @@ def open_session(transport: Any, request: SessionRequest) -> Any:
             channel.set_environment_variable(name, value)
         if request.pty is not None:
             channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
+    except Exception as exc:
+        channel.close()
+        raise _refused(exc) from exc
+    return channel
+
+
+def start_command(channel: Any, request: SessionRequest) -> None:
+    """Start the request's command (or the login shell) on a channel from open_channel."""
+    try:
         if request.command is None:
             channel.invoke_shell()
         else:
             channel.exec_command(request.command)
-    except Exception as exc:  # paramiko's SSHException, or EOFError/OSError when the stream died meanwhile
-        raise AgentError(f"the agent refused or dropped the session: {exc or type(exc).__name__}",
-                         hint="retry; if it persists, set DEVSY_AGENT_LOG=/tmp/agent.log and read that file in "
-                              "the workspace") from exc
-    return channel
+    except Exception as exc:
+        channel.close()
+        raise _refused(exc) from exc
+
+
+def _refused(exc: Exception) -> AgentError:
+    # paramiko's SSHException, or EOFError/OSError when the stream died meanwhile
+    return AgentError(f"the agent refused or dropped the session: {exc or type(exc).__name__}",
+                      hint="retry; if it persists, set DEVSY_AGENT_LOG=/tmp/agent.log and read that file in the "
+                           "workspace")
 
 
 def session_end(channel: Any) -> SessionEnd:

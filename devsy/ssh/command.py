@@ -22,8 +22,7 @@ from devsy.errors import Cancelled
 from devsy.progress import Progress
 from devsy.ssh import terminal
 from devsy.ssh.client import PtyRequest, SessionEnd, SessionRequest, open_session, pump_until_end, write_all
-from devsy.ssh.connection import AgentPath, open_agent_connection, raise_for_tunnel, server_args
-from devsy.ssh.mux_client import NO_EXIT_STATUS
+from devsy.ssh.connection import AgentPath, lost_session_error, open_agent_connection, raise_for_tunnel, server_args
 from devsy.ssh.redaction import RedactingWriter, configured_secrets
 from devsy.ssh.tunnel import AgentTunnel
 
@@ -95,7 +94,7 @@ def _session(ws: OpenWorkspace, agent: AgentPath, options: SshOptions, streams: 
     if end is None:
         raise Cancelled("cancelled", hint="the command's processes in the workspace were stopped")
     if end.exit_code is None and not end.signal:
-        streams.diagnostics.write(NO_EXIT_STATUS)
+        raise lost_session_error(ws, connection)
     return end.process_exit_code()
 
 

@@ -19,16 +19,19 @@ from devsy.agent.guest.pipe_socket import PipeSocket
 from devsy.agent.install import install_agent, read_note
 from devsy.devcontainer.workspace_ops import OpenWorkspace
 from devsy.driver.base import CancelToken
-from devsy.errors import Cancelled
+from devsy.errors import Cancelled, DevsyError
 from devsy.progress import Progress
 from devsy.ssh.client import connect
 from devsy.ssh.tunnel import AgentTunnel
+from devsy.workspace.lock import read_holder
 
 AGENT_LOG_ENV = "DEVSY_AGENT_LOG"
 # After the connection ended or was cancelled, the tunnel ends within the driver's own bounds (kill + drain).
 TUNNEL_JOIN_S = 20.0
 _TRANSPORT_JOIN_S = 5.0
 _SOCKET_BUFFER = 4 * 1024 * 1024
+_LOST_JOIN_S = 5.0
+_SETTLE_CHECKS, _SETTLE_PAUSE_S = 8, 0.25  # up to 2 s for the engine to report a killed instance's end
 
 
 class AgentPath:
@@ -127,6 +130,76 @@ def raise_for_tunnel(tunnel: AgentTunnel, workspace_id: str) -> None:
     raise AgentError(f"the devsy agent in workspace {workspace_id} exited {result.exit_code} before speaking SSH "
                      "(its message, if any, is above)",
                      hint=f"run `devsy up {workspace_id}` again to redeliver it, or use `devsy exec`")
+
+
+class SessionLost(AgentError):
+    """A session ended without an exit status: the connection to the agent broke under it."""
+
+    kind = "session-lost"
+    exit_code = 255  # what OpenSSH exits with when its connection is lost
+
+
+def lost_session_error(ws: OpenWorkspace, connection: AgentConnection, *, master_exiting: bool = False) -> SessionLost:
+    """What ended a session that got no exit status on `connection`, as far as the workspace's state tells (both
+    `devsy ssh` paths). `master_exiting`: the SSH master ended it, asked to exit by `devsy stop`/`delete`/`up
+    --recreate`."""
+    workspace_id = ws.record.id
+    unknown = "the command's outcome is unknown"
+    changer = _changing_command(ws)
+    if changer:  # `devsy stop`/`delete`/`up --recreate` holds the workspace's lock: that is what ended the session
+        return SessionLost(f"the session in workspace {workspace_id} was ended by {changer}; {unknown}",
+                           hint=f"see `devsy status {workspace_id}`; run the command again once the workspace runs")
+    if master_exiting:
+        return SessionLost(f"the session in workspace {workspace_id} was ended: the workspace is being stopped, "
+                           f"deleted or recreated (`devsy stop`, `delete` or `up --recreate`); {unknown}",
+                           hint=f"see `devsy status {workspace_id}`; run the command again once the workspace runs")
+    # The agent's exec ends with the instance (a kill, a removal): once the driver has seen it end, the instance's
+    # new state is what the driver reports, not the state it had a moment before.
+    connection.tunnel.join(_LOST_JOIN_S)
+    try:
+        found = _settled_state(ws)
+    except DevsyError as exc:  # the provider itself is gone, say: that is what ended the session
+        return SessionLost(f"the connection to the agent in workspace {workspace_id} was lost during the session, "
+                           f"and its provider cannot tell the workspace's state ({exc.message}); {unknown}",
+                           hint=f"check the provider, then `devsy status {workspace_id}`")
+    if found is None or not ws.paths.record.exists():
+        return SessionLost(f"workspace {workspace_id} was deleted during the session (its instance is gone); "
+                           f"{unknown}", hint=f"create it again with `devsy up ... --id {workspace_id}`")
+    if not found.running:
+        return SessionLost(f"workspace {workspace_id} stopped during the session; {unknown}",
+                           hint=f"start it with `devsy start {workspace_id}` and run the command again")
+    return SessionLost(f"the connection to the agent in workspace {workspace_id} was lost during the session (the "
+                       f"agent or the provider's exec of it ended); {unknown}",
+                       hint=f"run the command again; if it repeats, run with {AGENT_LOG_ENV}=/tmp/agent.log set "
+                            "and read that file in the workspace")
+
+
+def _changing_command(ws: OpenWorkspace) -> str:
+    """"`devsy delete W` (pid N)" when a live devsy command holds the workspace's lock, else ""."""
+    holder = read_holder(ws.paths.lock_holder)
+    if holder is None:
+        return ""
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return ""  # a stale note
+    except PermissionError:
+        pass  # alive, another user's
+    return f"`{holder.command}` (pid {holder.pid})"
+
+
+def _settled_state(ws: OpenWorkspace) -> Any:
+    """The instance as the driver reports it once its state has settled. An engine may report an instance's end a
+    moment after the ends of its execs (Docker: the kill of a container), so "running" is checked again for a
+    bounded moment; this runs only after a session was lost."""
+    pause = threading.Event()  # never set: only paces the re-checks
+    found = ws.driver.find(ws.record.id)
+    for _ in range(_SETTLE_CHECKS):
+        if found is None or not found.running:
+            break
+        pause.wait(_SETTLE_PAUSE_S)
+        found = ws.driver.find(ws.record.id)
+    return found
 
 
 def _close_tunnel_end(sock: socket.socket) -> None:

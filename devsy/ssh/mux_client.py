@@ -8,6 +8,17 @@ the full path in command.py, which owns those errors: the caller falls back when
 Cancellation: SIGINT/SIGTERM become a `cancel` message; the master has the agent kill the command's process tree and
 answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees its control
 socket close and does the same.
+
+Every wait on the master is bounded. Connecting and sending the request: CONNECT_TIMEOUT_S. Then the liveness rule
+(mux_liveness.py): whenever the master has been silent for a few seconds, it is pinged, and it must answer within
+ANSWER_WITHIN_S, at any time: while it connects to the agent and during the whole session (its watcher thread
+answers, whatever the command does; a command may rightly stay silent for hours). An unanswered ping (or no `started`
+within STARTED_WITHIN_S) means the master is wedged, and it is killed (pid-reuse-safe), because it holds this
+process's stdout/stderr and would keep its caller's pipe open forever:
+- before `started`, the command cannot have run, so a new master is started and runs it (at most one replacement);
+- after `started`, the command may be running: it is never run again. `devsy ssh` reports MasterUnresponsive (exit
+  255, like OpenSSH losing its connection); killing the master ends its connection to the agent, which hangs up the
+  command.
 """
 
 from __future__ import annotations
@@ -25,13 +36,15 @@ from pathlib import Path
 
 from devsy import errors
 from devsy.ssh import terminal
+from devsy.ssh.mux_liveness import (STARTED_WITHIN_S, Liveness, MasterUnresponsive, Wedged, kill_and_wait,
+                                    kill_master, master_pidfd, say, wait_exited)
 from devsy.ssh.mux_protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.paths import workspace_paths
 
 CANCEL_WAIT_S = 15.0  # the agent kills the tree, then reports; the cancellation bound is 10 s
 STOP_WAIT_S = 10.0
-NO_EXIT_STATUS = b"devsy ssh: the session ended without an exit status\n"
+CONNECT_TIMEOUT_S = 5.0  # connecting and sending the request: a master that accepts nothing within this is wedged
 
 
 class MasterGone(Exception):
@@ -51,14 +64,22 @@ def record_of(home: Path, workspace_id: str) -> dict | None:
 
 
 def connect(home: Path, record: dict) -> tuple[socket.socket, int] | None:
-    """A connection to the workspace's master and its pid, or None when no master is listening."""
+    """A connection to the workspace's master and its pid, or None when no master is listening. The socket keeps a
+    CONNECT_TIMEOUT_S timeout for the request the caller sends."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_TIMEOUT_S)  # a master that stopped accepting leaves connect() waiting in its backlog
     try:
         sock.connect(master_address(str(home), record["id"], record["uid"]))
         return sock, peer_pid_checked(sock)
     except (ConnectionRefusedError, FileNotFoundError):
         sock.close()
         return None
+    except TimeoutError:
+        sock.close()
+        raise errors.DevsyError(f"the SSH master of workspace {record['id']} accepted no connection within "
+                                f"{CONNECT_TIMEOUT_S:g}s (it does not serve its queue of waiting clients)",
+                                hint="retry in a few seconds: the clients it holds kill a master that stops "
+                                     "answering; or set DEVSY_SSH_MUX=0 to connect without a master") from None
     except ProtocolError as exc:
         sock.close()
         raise errors.DevsyError(f"refusing the SSH master socket of workspace {record['id']}: {exc}",
@@ -79,9 +100,10 @@ def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: d
     with _signals() as signals:
         for attempt in (1, 2):
             try:
-                sock = _master(home, record, signals)
+                sock, pid = _master(home, record, signals)
                 with contextlib.closing(sock):
-                    return _session(sock, signals, workspace_id, command=command, user=user, env=env,
+                    master = _Master(sock, pid, f"the SSH master of workspace {workspace_id} (pid {pid})")
+                    return _session(master, signals, workspace_id, command=command, user=user, env=env,
                                     stdin_fd=stdin_fd, interactive=terminal.wants_terminal(stdin_fd, command, tty))
             except errors.Cancelled:
                 if signals.received:  # cancelled while a master was starting: it was stopped
@@ -96,19 +118,32 @@ def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: d
     return None  # not reached
 
 
-def _master(home: Path, record: dict, signals: _Signals) -> socket.socket:
+class _Master:
+    """The master this session talks to: its socket, its pid and how messages name it."""
+
+    def __init__(self, sock: socket.socket, pid: int, describe: str) -> None:
+        self.sock, self.pid, self.describe = sock, pid, describe
+
+    def kill(self, why: str) -> None:
+        """Kill it (it is wedged); raises when even that does not end it, since a new master could not start."""
+        if not kill_master(self.sock, self.pid):
+            raise errors.DevsyError(f"{self.describe} {why}, and it did not exit when killed",
+                                    hint=f"kill process {self.pid} yourself, or set DEVSY_SSH_MUX=0")
+
+
+def _master(home: Path, record: dict, signals: _Signals) -> tuple[socket.socket, int]:
     found = connect(home, record)
     if found is not None:
-        return found[0]
+        return found
     # Imported only here: starting a master is the rare, slow path.
     from devsy.ssh.mux_spawn import start_master
 
     return start_master(home, record, signals, connect)
 
 
-def _session(sock: socket.socket, signals: _Signals, workspace_id: str, *, command: str | None, user: str,
+def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: str | None, user: str,
              env: dict[str, str], stdin_fd: int | None, interactive: bool) -> int:
-    stream = MessageStream(sock)
+    stream = MessageStream(master.sock)
     with contextlib.ExitStack() as stack:
         pty = None
         if interactive:
@@ -126,24 +161,69 @@ def _session(sock: socket.socket, signals: _Signals, workspace_id: str, *, comma
             stream.send({"op": "session", "command": command, "user": user, "env": env, "pty": pty,
                          "stdin": stdin_fd is not None},
                         fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
+        except TimeoutError:  # it does not read its clients: it must not read this request later, either
+            master.kill(f"did not take the session request within {CONNECT_TIMEOUT_S:g}s")
+            say(f"{master.describe} did not take the request; killed it, starting a new one")
+            raise MasterGone("it did not take the request") from None
         except OSError as exc:  # it is closing (idle, or asked to exit): nothing was started
             raise MasterGone(f"it hung up: {exc}") from None
-        reply, started = _await_end(stream, signals, (pty["cols"], pty["rows"]) if pty else None)
+        master.sock.settimeout(None)  # from here on, every wait is the poll below, bounded by the liveness rule
+        try:
+            reply, started = _await_end(stream, signals, (pty["cols"], pty["rows"]) if pty else None,
+                                        Liveness(master.describe))
+        except _WedgedAt as wedged:
+            master.kill(str(wedged.cause))
+            if signals.received:  # it was being asked to cancel: its death ended the session
+                return 128 + signals.received[0]
+            if not wedged.started:  # the command never ran: a new master runs it
+                say(f"{wedged.cause}; killed it, starting a new one")
+                raise MasterGone(str(wedged.cause)) from None
+            raise MasterUnresponsive(
+                f"{wedged.cause} during the session, so it was killed (it held this command's output open); the "
+                "session ended with it and the command's outcome is unknown",
+                hint="run the command again (a new master starts); if this repeats, read "
+                     f"{workspace_id}'s ssh-master.log in the devsy home, or set DEVSY_SSH_MUX=0") from None
     return _outcome(reply, started, workspace_id, signals)
 
 
-def _await_end(stream: MessageStream, signals: _Signals,
-               size_sent: tuple[int, int] | None) -> tuple[dict | None, bool]:
+class _WedgedAt(Exception):
+    def __init__(self, cause: Wedged, started: bool) -> None:
+        super().__init__(str(cause))
+        self.cause, self.started = cause, started
+
+
+def _await_end(stream: MessageStream, signals: _Signals, size_sent: tuple[int, int] | None,
+               liveness: Liveness | None = None) -> tuple[dict | None, bool]:
     """The master's last message (None if it went away) and whether the command had started. Terminal resizes are
-    passed on; on a signal, the master is asked to cancel and its answer awaited (bounded)."""
+    passed on; on a signal, the master is asked to cancel and its answer awaited (bounded). Raises _WedgedAt when
+    the master stops answering (see the module docstring)."""
+    liveness = liveness or Liveness("the SSH master")
     deadline, started = None, False
+    start_by = time.monotonic() + STARTED_WITHIN_S
+    poller = select.poll()  # not select(): descriptors past 1023 are possible in a process that embeds this
+    poller.register(stream.sock, select.POLLIN)
+    poller.register(signals.wake_r, select.POLLIN)
     while True:
         message = stream.buffered()  # `started` and `end` may have arrived in one read
         if message is None:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([stream.sock, signals.wake_r], [], [], timeout)
+            now = time.monotonic()
+            timeout = liveness.timeout()
+            if deadline is not None:
+                timeout = min(timeout, max(0.0, deadline - now))
+            if not started:
+                timeout = min(timeout, max(0.0, start_by - now))
+            ready = {fd for fd, _ in poller.poll(timeout * 1000)}
             if not ready:
-                return None, started  # no confirmation in time; our exit closes the socket, which it also acts on
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None, started  # no confirmation in time; our exit closes the socket, which it acts on
+                try:
+                    if not started and time.monotonic() >= start_by:
+                        raise Wedged(f"{liveness.describe} did not start the command within {STARTED_WITHIN_S:g}s")
+                    liveness.check(lambda: stream.send({"op": "ping"}),
+                                   "finish the session" if started else "start the command")
+                except Wedged as wedged:
+                    raise _WedgedAt(wedged, started) from None
+                continue
             if signals.wake_r in ready:
                 os.read(signals.wake_r, 64)
                 if signals.received and deadline is None:
@@ -154,7 +234,7 @@ def _await_end(stream: MessageStream, signals: _Signals,
                     size_sent = signals.size
                     with contextlib.suppress(OSError):
                         stream.send({"op": "resize", "cols": size_sent[0], "rows": size_sent[1]})
-            if stream.sock not in ready:
+            if stream.sock.fileno() not in ready:
                 continue
             try:
                 message, _ = stream.receive()
@@ -162,6 +242,7 @@ def _await_end(stream: MessageStream, signals: _Signals,
                 message = None
             if message is None:
                 return None, started
+        liveness.heard_from()
         if message["op"] == "started":
             started = True
         elif message["op"] in ("end", "error"):
@@ -185,31 +266,26 @@ def _outcome(reply: dict | None, started: bool, workspace_id: str, signals: _Sig
                                    str(reply.get("hint", "")))
     if reply.get("broken_pipe"):
         return exit_code_for(None, "PIPE")
-    status, signal_name = reply.get("exit_code"), str(reply.get("signal") or "")
-    if status is None and not signal_name:
-        os.write(2, NO_EXIT_STATUS)
-    return exit_code_for(status, signal_name)
+    return exit_code_for(reply.get("exit_code"), str(reply.get("signal") or ""))
 
 
 def stop_master(home: Path, workspace_id: str, workspace_uid: str) -> bool:
-    """Ask the workspace's master (if any) to exit, and wait (bounded) until its process is gone. Used by stop and
-    delete, so nothing of the workspace outlives them. True when a master was running."""
+    """Ask the workspace's master (if any) to exit, and wait (bounded) until its process is gone; SIGKILL when it
+    does not exit in time (it holds nothing that needs a clean close). Used by stop and delete, so nothing of the
+    workspace outlives them. True when a master was running."""
     found = connect(home, {"id": workspace_id, "uid": workspace_uid})
     if found is None:
         return False
     sock, pid = found
     with contextlib.closing(sock):
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
+        pidfd = master_pidfd(sock, pid)
+        if pidfd is None:
             return True  # already gone
         try:
             with contextlib.suppress(OSError):
                 MessageStream(sock).send({"op": "exit"})
-            ready, _, _ = select.select([pidfd], [], [], STOP_WAIT_S)
-            if not ready:
-                os.kill(pid, signal.SIGKILL)  # it did not exit in time: it holds nothing that needs a clean close
-                select.select([pidfd], [], [], STOP_WAIT_S)
+            if not wait_exited(pidfd, STOP_WAIT_S):
+                kill_and_wait(pidfd)
         finally:
             os.close(pidfd)
     return True

@@ -33,15 +33,15 @@ from devsy.devcontainer.workspace_ops import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import DevsyError
 from devsy.progress import Progress
-from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_session, pump_until_end
-from devsy.ssh.connection import AgentConnection, AgentPath, open_agent_connection
+from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
+from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
 from devsy.ssh.mux_protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
 from devsy.ssh.mux_spawn import master_log
 from devsy.ssh.redaction import RedactingWriter, configured_secrets
 
 log = logging.getLogger("devsy.ssh.master")
 CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound
-_CLOSE_WAIT_S = 20.0
+_CLOSE_WAIT_S = 20.0  # on exit, sessions that are ending get this long to send their last reply
 
 
 class _Stderr:
@@ -76,7 +76,7 @@ class Master:
         self._stderr = RedactingWriter(stderr, configured_secrets())  # type: ignore[arg-type]
         self._connections: dict[str, AgentConnection] = {}
         self._connect_lock = threading.Lock()  # one handshake at a time
-        self._state = threading.Lock()
+        self._state = threading.Condition()  # guards _active and _idle_since; notified when a client is done
         self._active = 0
         self._idle_since = time.monotonic()
         self._exit = threading.Event()
@@ -103,6 +103,8 @@ class Master:
     def serve(self, listener: socket.socket, persist_s: float) -> None:
         """Accept clients until idle for `persist_s`, asked to exit, or every connection to the agent has ended."""
         accepting = True
+        with self._state:
+            self._idle_since = time.monotonic()  # not since __init__: connecting to the agent may have taken long
         while not self._exit.is_set():
             with self._state:
                 timeout = None if self._active else max(0.0, self._idle_since + persist_s - time.monotonic())
@@ -162,6 +164,7 @@ class Master:
             with self._state:
                 self._active -= 1
                 self._idle_since = time.monotonic()
+                self._state.notify_all()
             self._wake()
 
     def _session(self, stream: MessageStream, message: dict, fds: list[int]) -> None:
@@ -173,9 +176,13 @@ class Master:
         stdin = os.fdopen(stdin_fd, "rb", buffering=0) if message.get("stdin") else None
         if stdin is None:
             os.close(stdin_fd)
-        stream.send(self._run(stream, message, stdin, stdout_fd, stderr_fd))
+        # The client is followed from now on, not only once its command started: it may ping us (or leave, or
+        # cancel) while we connect to the agent.
+        watch = _Watch(stream)
+        threading.Thread(target=_watch_client, args=(watch,), daemon=True).start()
+        watch.send(self._run(watch, message, stdin, stdout_fd, stderr_fd))
 
-    def _run(self, stream: MessageStream, message: dict, stdin: Any, stdout_fd: int, stderr_fd: int) -> dict:
+    def _run(self, watch: _Watch, message: dict, stdin: Any, stdout_fd: int, stderr_fd: int) -> dict:
         """Run one session; the descriptors are ours to close. By the reply, every copy into the client's stdout
         and stderr has ended and closed its descriptor (once `devsy ssh` exits, only its caller holds them)."""
         handed_over = False
@@ -186,17 +193,25 @@ class Master:
                                      pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty
                                      else None)
             try:
-                channel = open_session(self.connection(str(message["user"])).transport, request)
+                connection = self.connection(str(message["user"]))
+                channel = open_channel(connection.transport, request)
             except SessionNotOpened as exc:
                 return _error_reply(exc, retry=True)
             except DevsyError as exc:
                 return _error_reply(exc)
+            if watch.cancel.is_cancelled():
+                log.warning("client dropped before its command started: not starting it")
+                channel.close()
+                return {"op": "end", "cancelled": True}
             try:
-                stream.send({"op": "started"})  # from now on the command may have run: the client must not retry
-                cancel = CancelToken()
-                threading.Thread(target=_watch_client, args=(stream, channel, cancel), daemon=True).start()
+                watch.channel = channel
+                watch.send({"op": "started"})  # from now on the command may run: the client must not retry
+                try:
+                    start_command(channel, request)
+                except DevsyError as exc:
+                    return _error_reply(exc)
                 handed_over = True  # the session's threads close each descriptor when they are done with it
-                end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, cancel, owns_fds=True,
+                end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, watch.cancel, owns_fds=True,
                                      on_cancel=_kill_session)
             except BaseException:
                 _kill_session(channel)  # the client is gone, or we failed: the command must not run on unattended
@@ -209,7 +224,16 @@ class Master:
                     stdin.close()
         if end is None:
             return {"op": "end", "cancelled": True}
+        if end.exit_code is None and not end.signal:  # the connection to the agent broke under the session
+            lost = lost_session_error(self.ws, connection, master_exiting=self._exit.is_set())
+            log.warning("a session ended without an exit status: %s", lost.message)
+            return _error_reply(lost)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
+
+    def wait_for_sessions(self, timeout: float) -> None:
+        """On exit: give the sessions that are ending (their connection closed) a bounded moment to reply."""
+        with self._state:
+            self._state.wait_for(lambda: self._active == 0, timeout)
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def request_exit(self) -> None:
@@ -228,19 +252,39 @@ class Master:
             connection.close(wait_for_tunnel=True)
 
 
-def _watch_client(stream: MessageStream, channel: Any, cancel: CancelToken) -> None:
-    """Follow the client during its session: resizes, and cancellation (asked for, or the client went away)."""
+class _Watch:
+    """One session's client, as its watcher thread follows it: sends from that thread and the session's are
+    serialized; `channel` is set once the command's channel is open (for resizes)."""
+
+    def __init__(self, stream: MessageStream) -> None:
+        self.stream = stream
+        self.cancel = CancelToken()
+        self.channel: Any = None
+        self._send_lock = threading.Lock()
+
+    def send(self, message: dict) -> None:
+        with self._send_lock:
+            self.stream.send(message)
+
+
+def _watch_client(watch: _Watch) -> None:
+    """Follow the client during its session: pings (answered at once: the client's proof that we still work),
+    resizes, and cancellation (asked for, or the client went away)."""
     try:
         while True:
-            message, _ = stream.receive()
-            if message is None or message["op"] == "cancel":
+            message, _ = watch.stream.receive()
+            if message is None:
                 return
-            if message["op"] == "resize":
-                channel.resize_pty(width=int(message["cols"]), height=int(message["rows"]))
+            if message["op"] == "cancel":
+                watch.cancel.cancel()  # and go on answering pings while the agent kills the tree
+            elif message["op"] == "ping":
+                watch.send({"op": "pong"})
+            elif message["op"] == "resize" and watch.channel is not None:
+                watch.channel.resize_pty(width=int(message["cols"]), height=int(message["rows"]))
     except Exception as exc:  # noqa: BLE001 - whatever ends the watch (a closed socket, a closed channel) ...
         log.debug("client watch ended: %s", exc)
     finally:
-        cancel.cancel()  # ... cancels the session; after it ended this changes nothing
+        watch.cancel.cancel()  # ... cancels the session; after it ended this changes nothing
 
 
 def _kill_session(channel: Any) -> None:
@@ -299,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     master: Master | None = None
     signal.signal(signal.SIGTERM, lambda *_: master.cancel.cancel() if master else sys.exit(128 + signal.SIGTERM))
     try:
+        persist_s = persist_seconds()
         ws = open_workspace(args.home, args.workspace)
         master = Master(ws, stderr)
         master.connection(args.user or ws.record.remote_user or "root")
@@ -313,10 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     _report(ready_fd, {"ok": True})
     signal.signal(signal.SIGTERM, lambda *_: master.request_exit())  # type: ignore[union-attr]
     try:
-        master.serve(listener, persist_seconds())
+        master.serve(listener, persist_s)
     finally:
         listener.close()  # new clients now start a new master; the agents see end of input and exit
         master.close()
+        master.wait_for_sessions(_CLOSE_WAIT_S)  # so their clients learn why they ended
     return 0
 
 

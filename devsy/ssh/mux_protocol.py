@@ -5,9 +5,10 @@ agent, and each `devsy ssh` asks it for a session, handing over its own stdin/st
 (SCM_RIGHTS), so the master reads and writes them directly: no extra copy of the bytes through this process.
 
 Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors),
-`resize`, `cancel`, `exit`, `ping`. Master to client: `started` (the command was sent to the agent), then `end`;
-or `error` (with `retry` when nothing was started); `bye`, `pong`. A client retries on a new master only when its
-master went away before `started`: a command must never run twice.
+`resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
+then on it may run), then `end`; or `error` (with `retry` when nothing was started); `bye`, `pong`. A client retries
+on a new master only when its master went away (or was killed as wedged) before `started`: a command must never run
+twice. A `ping` is answered with `pong` at any time, also during a session (see mux_client.py for the liveness rule).
 
 The socket is in Linux's abstract namespace (no file to go stale after a crash; it vanishes with the process). Such
 names carry no permissions, so both ends check the peer's uid with SO_PEERCRED: a master only serves its own user,
@@ -24,10 +25,13 @@ import signal
 import socket
 import struct
 
-MUX_VERSION = 1  # part of the address: a devsy with another protocol never talks to this master
-DISABLE_ENV = "DEVSY_SSH_MUX"  # "0": every `devsy ssh` makes its own connection (no master)
+from devsy.errors import UsageError
+
+MUX_VERSION = 2  # part of the address: a devsy with another protocol never talks to this master (2: pings in sessions)
+DISABLE_ENV = "DEVSY_SSH_MUX"  # "0": every `devsy ssh` makes its own connection (no master); "1" (default): a master
 PERSIST_ENV = "DEVSY_SSH_PERSIST_S"  # seconds an idle master stays (default below)
 DEFAULT_PERSIST_S = 600.0
+MAX_PERSIST_S = 7 * 24 * 3600.0  # a week; far larger values overflow the master's poll timeout
 MAX_MESSAGE = 1024 * 1024  # a session request carries the environment; anything larger is a bug
 _HEADER = struct.Struct(">I")
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -38,15 +42,31 @@ class ProtocolError(Exception):
 
 
 def mux_enabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "1") != "0"
+    """DEVSY_SSH_MUX: unset or "1" uses the master, "0" does not; anything else is refused (UsageError)."""
+    raw = os.environ.get(DISABLE_ENV)
+    if raw is None or raw == "1":
+        return True
+    if raw == "0":
+        return False
+    raise UsageError(f"{DISABLE_ENV}={raw!r} is not valid: it must be 0 (each `devsy ssh` connects by itself) or 1 "
+                     "(sessions through the workspace's SSH master, the default)",
+                     hint=f"set {DISABLE_ENV}=0 or {DISABLE_ENV}=1, or unset it")
 
 
 def persist_seconds() -> float:
-    raw = os.environ.get(PERSIST_ENV, "")
-    try:
-        return max(1.0, float(raw)) if raw else DEFAULT_PERSIST_S
-    except ValueError:
+    """DEVSY_SSH_PERSIST_S: how long an idle master stays; unset means the default, a bad value is refused."""
+    raw = os.environ.get(PERSIST_ENV)
+    if raw is None:
         return DEFAULT_PERSIST_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= MAX_PERSIST_S:  # also refuses nan and inf
+        raise UsageError(f"{PERSIST_ENV}={raw!r} is not valid: it must be a number of seconds greater than 0 and at "
+                         f"most {MAX_PERSIST_S:g} (how long an idle SSH master stays)",
+                         hint=f"set {PERSIST_ENV}=600 (the default), for example, or unset it")
+    return seconds
 
 
 def master_address(home: str, workspace_id: str, workspace_uid: str) -> bytes:

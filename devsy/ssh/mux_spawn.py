@@ -30,8 +30,8 @@ def master_log(home: Path, workspace_id: str) -> Path:
 
 
 def start_master(home: Path, record: dict, signals: Any,
-                 connect: Callable[[Path, dict], tuple[socket.socket, int] | None]) -> socket.socket:
-    """Start the master unless another `devsy ssh` just did, and return a connection to it."""
+                 connect: Callable[[Path, dict], tuple[socket.socket, int] | None]) -> tuple[socket.socket, int]:
+    """Start the master unless another `devsy ssh` just did, and return a connection to it and its pid."""
     workspace_id = record["id"]
     # Beside the workspace's own lock (not held here: `up` or `stop` may hold it for minutes).
     lock_path = workspace_paths(home, workspace_id).lock.with_name(f"{workspace_id}.ssh-master.lock")
@@ -57,7 +57,7 @@ def start_master(home: Path, record: dict, signals: Any,
         if found is None:
             raise errors.DevsyError(f"the SSH master of workspace {workspace_id} reported ready but does not answer",
                                     hint=f"retry with DEVSY_SSH_MUX=0, and read {master_log(home, workspace_id)}")
-        return found[0]
+        return found
     finally:
         lock.release()
 

@@ -1,0 +1,126 @@
+"""Is the SSH master still working? The client's liveness rule, and the pid-reuse-safe kill of a wedged master.
+
+A master that sends nothing for PING_AFTER_S is pinged; a ping unanswered for NOTICE_AFTER_S is reported to the
+user (what we wait for), and one unanswered for ANSWER_WITHIN_S means the master is wedged (stopped, deadlocked):
+the client kills it. A warm session ends long before PING_AFTER_S, so the rule costs it nothing. Imported by every
+`devsy ssh`: standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import time
+
+from devsy import errors
+
+PING_AFTER_S = 3.0  # silence from the master this long: ping it
+NOTICE_AFTER_S = 3.0  # a ping unanswered this long: tell the user what we wait for
+ANSWER_WITHIN_S = 15.0  # a ping unanswered this long: the master is wedged (generous: a loaded host answers in ms)
+STARTED_WITHIN_S = 300.0  # even a master that answers must start the command by then (it may deliver the agent)
+KILL_WAIT_S = 10.0
+
+
+class MasterUnresponsive(errors.DevsyError):
+    """The SSH master stopped answering during a session; it was killed, so the session ended with it."""
+
+    kind = "ssh-master-unresponsive"
+    exit_code = 255  # like OpenSSH when its connection is lost: the command's own status is unknown
+
+
+class Wedged(Exception):
+    """The master is alive but does not answer (or does not start the command) within the bounds."""
+
+
+class Liveness:
+    """Tracks when the master was last heard from; `check` pings it, tells the user, or raises Wedged."""
+
+    def __init__(self, describe: str) -> None:
+        self.describe = describe  # "the SSH master of workspace W (pid N)"
+        self.heard = time.monotonic()
+        self.pinged_at: float | None = None
+        self.noticed = False
+
+    def heard_from(self) -> None:
+        self.heard, self.pinged_at = time.monotonic(), None
+
+    def timeout(self) -> float:
+        """Seconds until `check` has something to do."""
+        if self.pinged_at is None:
+            due = self.heard + PING_AFTER_S
+        else:
+            due = self.pinged_at + (ANSWER_WITHIN_S if self.noticed else NOTICE_AFTER_S)
+        return max(0.0, due - time.monotonic())
+
+    def check(self, send_ping, doing: str) -> None:
+        """Called when `timeout` has passed: ping, say what we wait for (`doing`: what the master should do), or
+        raise Wedged."""
+        now = time.monotonic()
+        if self.pinged_at is None:
+            if now - self.heard >= PING_AFTER_S:
+                self.pinged_at = now
+                with contextlib.suppress(OSError):  # a master that is gone: the socket's end tells us
+                    send_ping()
+            return
+        silent = now - self.pinged_at
+        if silent >= ANSWER_WITHIN_S:
+            raise Wedged(f"{self.describe} did not answer for {silent:.0f}s")
+        if silent >= NOTICE_AFTER_S and not self.noticed:
+            self.noticed = True
+            say(f"{self.describe} has not answered for {now - self.heard:.0f}s; waiting for it to {doing} "
+                f"(it is treated as wedged after {ANSWER_WITHIN_S:g}s without an answer)")
+
+
+def say(text: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"devsy ssh: {text}\n".encode())
+
+
+def kill_master(sock: socket.socket, pid: int) -> bool:
+    """SIGKILL the master at the other end of `sock` and wait (bounded) until it is gone; False if it outlived the
+    wait."""
+    pidfd = master_pidfd(sock, pid)
+    if pidfd is None:
+        return True
+    try:
+        return kill_and_wait(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+def master_pidfd(sock: socket.socket, pid: int) -> int | None:
+    """A pidfd of the master at the other end of `sock` (pid from SO_PEERCRED), or None when it has exited.
+    Pid-reuse-safe: the pidfd is kept only if our connection to the master is still open after it was taken, which
+    proves that the pid was still the master's then."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    if not master_connected(sock):
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def kill_and_wait(pidfd: int) -> bool:
+    """SIGKILL the process of `pidfd` (a stopped one too) and wait, bounded, until it has exited."""
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    return wait_exited(pidfd, KILL_WAIT_S)
+
+
+def master_connected(sock: socket.socket) -> bool:
+    """Whether the master still holds its end of `sock` (a peer that exited hangs the socket up)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLHUP)  # POLLHUP is always reported; this asks for nothing else
+    return not any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(0))
+
+
+def wait_exited(pidfd: int, timeout: float) -> bool:
+    """True once the process of `pidfd` has exited (a pidfd becomes readable then), False after `timeout`."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
