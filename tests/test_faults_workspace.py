@@ -83,6 +83,16 @@ def test_ssh_config_under_a_regular_file_is_a_devsy_error(tmp_path: Path) -> Non
     assert not (cli.home / "workspaces" / "ssh-file").exists()  # the attempt's record was rolled back
 
 
+@needs_root
+def test_read_only_ssh_folder_is_a_devsy_error_before_anything_is_made(tmp_path: Path) -> None:
+    cli = _cli(tmp_path)
+    with mounted_tmpfs(cli.ssh_config.parent, read_only=True):
+        result = cli.run("up", "devsy-guest:bookworm", "--id", "ro-ssh", "--json")
+    error = _assert_devsy_error(result, "workspace")
+    assert "Read-only file system" in error["message"] and str(cli.ssh_config.parent) in error["message"]
+    assert not (cli.home / "workspaces" / "ro-ssh").exists()
+
+
 RACER = """
 import sys
 from pathlib import Path
