@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -45,8 +46,6 @@ def workspace(request, devsy, ws_id, guest_image, tmp_path) -> str:
 
 def _read_line(fd: int, timeout: float) -> bytes:
     """One line from `fd`, bounded; what arrived so far if the deadline passes or the stream ends."""
-    import select
-
     deadline, line = time.monotonic() + timeout, b""
     while not line.endswith(b"\n"):
         remaining = deadline - time.monotonic()
