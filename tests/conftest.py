@@ -79,9 +79,9 @@ def _remove_owned(client, workspace_id: str) -> None:
         container.remove(force=True, v=True)
     for volume in client.volumes.list(filters={"label": label}):
         volume.remove(force=True)
-    for image in client.images.list(filters={"label": label}):  # built from a test's Dockerfile
-        for tag in image.tags:
-            client.images.remove(tag, force=True)
+    from devsy.devcontainer.image_prepare import remove_built_images
+
+    remove_built_images(workspace_id)  # built from a test's Dockerfile, untagged layers of a failed build too
 
 
 @pytest.fixture

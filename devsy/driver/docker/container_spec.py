@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import docker.types
@@ -18,7 +17,6 @@ from devsy.driver.base import (
     RunOptions,
 )
 from devsy.driver.docker.options import DockerOptions
-from devsy.errors import ConfigError
 
 def container_name(workspace_id: str) -> str:
     return f"devsy-{workspace_id}"
@@ -64,12 +62,6 @@ def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOption
 
 
 def _docker_mount(mount: Mount) -> docker.types.Mount:
-    if mount.type is MountType.BIND and not os.path.exists(mount.source):
-        # Checked here, where the mount is known by its target: the engine's own error quotes the source (a secret)
-        # and does not say which mount it means.
-        raise ConfigError(f"the bind mount at {mount.target} has a source that does not exist on this host",
-                          hint="create the source folder, or fix that mount's source in devcontainer.json "
-                               "(mounts / workspaceMount)")
     return docker.types.Mount(
         target=mount.target,
         source=mount.source,

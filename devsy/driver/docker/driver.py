@@ -96,14 +96,15 @@ class DockerDriver:
             kwargs["name"] = f"{kwargs['name']}-new-{secrets.token_hex(4)}"
         try:
             created_volumes = self._ensure_volumes(workspace_id, options)
-            with engine_errors(f"creating the container of workspace {workspace_id}"):
+            mounts = [*([options.workspace_mount] if options.workspace_mount else []), *options.mounts]
+            with engine_errors(f"creating the container of workspace {workspace_id}", mounts):
                 container = self.client.containers.create(**kwargs)
             try:
                 if existing is not None:
                     self._remove_container(existing)
                     with engine_errors(f"renaming the new container of workspace {workspace_id}"):
                         container.rename(container_spec.container_name(workspace_id))
-                with engine_errors(f"starting the container of workspace {workspace_id}"):
+                with engine_errors(f"starting the container of workspace {workspace_id}", mounts):
                     container.start()
                     container.reload()
             except BaseException:

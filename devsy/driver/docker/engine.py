@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import docker
 import docker.errors
 import requests.exceptions
 
-from devsy.errors import BackendUnavailable, DriverError, ImageError, NotFound
+from devsy.driver.base import Mount
+from devsy.errors import BackendUnavailable, ConfigError, DriverError, ImageError, NotFound
 
 # Engine calls that are not streams must answer within this many seconds.
 API_TIMEOUT_S = 120
@@ -51,8 +52,9 @@ def _first_line(exc: Exception) -> str:
 
 
 @contextlib.contextmanager
-def engine_errors(action: str) -> Iterator[None]:
-    """Map SDK exceptions raised while doing `action` to typed errors (NotFound, BackendUnavailable, DriverError)."""
+def engine_errors(action: str, mounts: Sequence[Mount] = ()) -> Iterator[None]:
+    """Map SDK exceptions raised while doing `action` to typed errors (NotFound, BackendUnavailable, DriverError).
+    `mounts`: the mounts of a container being created, so an engine message about one names it by its target."""
     try:
         yield
     except docker.errors.ImageNotFound as exc:
@@ -61,8 +63,24 @@ def engine_errors(action: str) -> Iterator[None]:
         raise NotFound(f"{action}: {_explanation(exc)}") from exc
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
         if isinstance(exc, docker.errors.APIError):
+            missing = _missing_bind_source(exc, mounts)
+            if missing is not None:
+                raise missing from exc
             raise DriverError(f"{action}: {_explanation(exc)}") from exc
         raise _unavailable(exc, action) from exc
+
+
+def _missing_bind_source(exc: docker.errors.APIError, mounts: Sequence[Mount]) -> ConfigError | None:
+    """The engine's "bind source path does not exist: SOURCE" as a config error naming the mount by its target.
+    Only the engine can tell: its host, not ours, resolves bind sources (DOCKER_HOST, a remote machine)."""
+    text = str(getattr(exc, "explanation", "") or "")
+    if "bind source path does not exist" not in text.lower():
+        return None
+    targets = [m.target for m in mounts if m.source and m.source in text]
+    which = f"the bind mount at {targets[0]}" if targets else "a bind mount"
+    return ConfigError(f"{which} has a source that does not exist on the Docker engine's host",
+                       hint="create the source folder, or fix that mount's source in devcontainer.json "
+                            "(mounts / workspaceMount)")
 
 
 def _explanation(exc: docker.errors.APIError | docker.errors.DockerException) -> str:
