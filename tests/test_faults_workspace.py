@@ -19,6 +19,7 @@ from devsy.workspace.lock import workspace_lock
 from devsy.workspace.paths import workspace_paths
 from devsy.workspace.record import WorkspaceRecord, load_record, save_record
 from devsy.workspace.source import Source
+from devsy.workspace.sshconfig import write_block
 from fixtures.fsmounts import fill, full_tmpfs, mounted_tmpfs
 
 MAX_CONFIG_BYTES = 1 << 20  # the limit devsy documents for devcontainer.json
@@ -93,33 +94,20 @@ def test_read_only_ssh_folder_is_a_devsy_error_before_anything_is_made(tmp_path:
     assert not (cli.home / "workspaces" / "ro-ssh").exists()
 
 
-RACER = """
-import sys
-from pathlib import Path
-from devsy.errors import DevsyError
-sys.stdin.readline()  # start together
-try:
-    write_block(Path(sys.argv[1]), sys.argv[2], {"User": "u"})
-except DevsyError as exc:
-    print(exc.message, file=sys.stderr)
-    sys.exit(3)
-"""
+def test_an_ssh_folder_made_by_a_concurrent_first_up_is_fine(tmp_path: Path, monkeypatch) -> None:
+    # Two first `devsy up`s race to create ~/.ssh. Many real processes hit the window only rarely (4 writers x 15
+    # rounds never did in 3 runs), so the other process's mkdir is placed exactly in it: just before ours.
+    config = tmp_path / "dot-ssh" / "config"
+    real_mkdir = Path.mkdir
 
+    def competitor_first(self: Path, *args, **kwargs) -> None:
+        if self == config.parent and not self.exists():
+            real_mkdir(self, mode=0o700)  # the other `devsy up` gets there first
+        real_mkdir(self, *args, **kwargs)
 
-def test_concurrent_first_writers_both_create_the_ssh_folder(tmp_path: Path) -> None:
-    failures = []
-    for round_ in range(15):
-        config = tmp_path / f"r{round_}" / "dot-ssh" / "config"
-        procs = [subprocess.Popen([sys.executable, "-c", RACER, str(config), f"ws{n}"], stdin=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for n in range(4)]
-        for proc in procs:
-            proc.stdin.write("go\n")
-            proc.stdin.close()
-        for proc in procs:
-            if proc.wait(timeout=60) != 0:
-                failures.append(proc.stderr.read())
-            proc.stderr.close()
-    assert failures == []
+    monkeypatch.setattr(Path, "mkdir", competitor_first)
+    assert write_block(config, "ws", {"User": "u"})
+    assert "Host ws.devsy" in config.read_text()
 
 
 # -- fault 2: devcontainer.json size ------------------------------------------------------------------------------
