@@ -120,6 +120,17 @@ def test_sigkill_of_the_host_tears_down_provider_and_descendants_but_not_a_setsi
             os.kill(detached, signal.SIGKILL)
 
 
+def test_sigkill_of_the_supervisor_ends_the_provider_and_the_host_call_fails(tmp_path: Path) -> None:
+    with running(fake_command(tmp_path)) as p:
+        p.client.run_image("ws", RunOptions(image="img"))
+        provider = _provider_pid(p.plugin)
+        p.plugin.provider.process.kill()  # the supervisor, SIGKILLed: it cannot tear anything down itself
+        p.plugin.provider.process.wait()
+        assert wait_gone([provider], TEARDOWN_S) == [], "the provider served on without its supervisor"
+        with pytest.raises(ProviderUnavailable):
+            p.client.find("ws")
+
+
 def test_stale_env_cannot_override_the_cookie_or_the_socket_dir(tmp_path: Path, monkeypatch) -> None:
     stale = tmp_path / "stale"
     stale.mkdir()

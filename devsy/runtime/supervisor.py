@@ -5,6 +5,8 @@ outlives a host crash. It becomes a child subreaper (orphaned descendants repare
 provider in a new process group, and tears that group down when the lease pipe reads EOF (the host closed it or
 died) or when the provider exits. Teardown SIGKILLs the group and reaps only that group: descendants that started
 their own session (setsid, e.g. a detached VMM that must outlive the operation) are neither killed nor waited for.
+If the supervisor itself is killed, the kernel kills the provider (parent-death signal), so its host sees the
+provider go instead of waiting on it for ever.
 Exit codes: 0 clean (lease teardown, SIGTERM, provider exit 0), 1 otherwise. Only the standard library is imported.
 """
 
@@ -23,6 +25,7 @@ import threading
 from devsy.runtime.supervisor_config import MAX_CONFIG_BYTES, ConfigError, SupervisorConfig
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 # A SIGKILLed process dies unless it is stuck in the kernel; bound the reaping so a stuck one cannot hang us.
 _REAP_TIMEOUT_S = 10.0
 _WAKE_PROVIDER_EXIT = b"x"
@@ -33,10 +36,24 @@ def _log(message: str) -> None:
     print(f"devsy-runtime-supervisor: {message}", file=sys.stderr, flush=True)
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def become_subreaper() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _die_with(parent: int):
+    """A preexec hook: the provider gets SIGKILL when its supervisor dies, however it dies (SIGKILL included), so a
+    provider never serves on with nobody to tear it down and its host never waits on it for ever."""
+
+    def hook() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the supervisor died between fork and prctl: nothing would signal us
+            os._exit(1)
+
+    return hook
 
 
 def read_config(fd: int) -> SupervisorConfig:
@@ -51,10 +68,11 @@ def read_config(fd: int) -> SupervisorConfig:
 
 
 def start_provider(config: SupervisorConfig) -> subprocess.Popen:
-    """The provider in a new process group; stdin /dev/null, stdout and stderr inherited (they go to the host)."""
+    """The provider in a new process group; stdin /dev/null, stdout and stderr inherited (they go to the host).
+    Called before any thread starts, so the preexec hook runs in a single-threaded fork."""
     return subprocess.Popen(  # noqa: S603 - the host chose the binary; argv is never a shell string
         [config.binary, *config.args], stdin=subprocess.DEVNULL, env=config.provider_env(),
-        cwd=config.cwd or None, process_group=0, close_fds=True)
+        cwd=config.cwd or None, process_group=0, close_fds=True, preexec_fn=_die_with(os.getpid()))
 
 
 def _watch_provider(pid: int, wake_fd: int) -> None:
