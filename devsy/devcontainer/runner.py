@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import secrets
 import shlex
@@ -50,6 +51,7 @@ class UpRequest:
 
 @dataclass
 class _Attempt:
+    on_disk: WorkspaceRecord  # the record as saved before this attempt: its provider still names the old instance's
     made_content: bool = False  # this attempt (re)made the managed content folder
     replaced_instance: bool = False  # the driver replaced an existing instance: a later failure cannot bring it back
 
@@ -79,12 +81,13 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
         validate_provider(provider, options)
         with AttemptLedger() as ledger:
             record = existing or _new_record(workspace_id, source, provider, options, request, paths, ledger)
+            on_disk = dataclasses.replace(record)  # what the record says until this attempt succeeds
             record.provider, record.provider_options = provider, dict(options)
             # Everything written at the end must be writable before anything is created, or a full disk or a broken
             # ssh config block would cost a container created and rolled back (or, with --recreate, the old one).
             check_writable(paths.root, "the workspace record")
             check_block_writable(Path(record.ssh_config), record.id)
-            attempt = _Attempt(made_content=_materialize(source, paths, ledger, progress))
+            attempt = _Attempt(on_disk, made_content=_materialize(source, paths, ledger, progress))
             config = load_workspace_config(source, paths, workspace_id)
             driver = make_driver(provider, options)
             if existing is not None and request.recreate:
@@ -95,11 +98,7 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
                 install_agent_for_up(driver, record.id, paths, progress, ledger)
             except DevsyError as exc:
                 if attempt.replaced_instance:
-                    # In the message itself: the CLI prints message and hint, not exception notes.
-                    exc.message += (f"\nthe previous instance of workspace {record.id} had already been replaced "
-                                    f"when this failed; the workspace's record, content and SSH entry are kept")
-                    exc.hint = (f"{exc.hint}; then " if exc.hint else "") + \
-                        f"run `devsy up {shlex.quote(source.shown())} --id {record.id}` to create a new instance"
+                    _explain_replaced(exc, record)
                 raise
             record.workspace_folder = config.workspace_folder
             record.config_path = str(config.path or "")
@@ -108,6 +107,15 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
                 ledger.add("remove the SSH config entry", lambda: remove_ssh_entry(record))
             ledger.commit()
         return UpResult(record=record, instance=instance, reused=reused)
+
+
+def _explain_replaced(exc: DevsyError, record: WorkspaceRecord) -> None:
+    """Say honestly that a failed --recreate cannot give the old instance back (the driver removed it to make room)."""
+    # In the message itself: the CLI prints message and hint, not exception notes.
+    exc.message += (f"\nthe previous instance of workspace {record.id} had already been replaced when this failed; "
+                    "the workspace's record, content and SSH entry are kept")
+    exc.hint = (f"{exc.hint}; then " if exc.hint else "") + \
+        f"run `devsy up {shlex.quote(record.source.shown())} --id {record.id}` to create a new instance"
 
 
 def _new_record(workspace_id: str, source: Source, provider: str, options: dict[str, str], request: UpRequest,
@@ -185,7 +193,8 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         options.entrypoint, options.cmd = list(KEEP_ALIVE_ENTRYPOINT), list(KEEP_ALIVE_ARGS)
     # Saved before the instance exists, so no moment has an instance whose unfinished hooks nobody knows about.
     record.create_hooks_pending = create_attempt
-    save_record(paths, record)
+    # Only the marker changes on disk: if the create fails, the record must still describe the instance there.
+    save_record(paths, dataclasses.replace(attempt.on_disk, create_hooks_pending=create_attempt))
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
     attempt.replaced_instance = found is not None
