@@ -226,7 +226,9 @@ def _read(path: Path) -> str:
         return ""
     except OSError as exc:
         raise WorkspaceError(
-            f"cannot read ssh config {path}: {exc.strerror or exc}", f"check the permissions of {path}"
+            f"cannot read ssh config {path}: {exc.strerror or exc}",
+            f"check that {path} is a readable file in a folder (no parent of it may be a regular file), or point "
+            "DEVSY_SSH_CONFIG at another file",
         ) from exc
 
 
