@@ -140,3 +140,13 @@ def test_list_records_sorted_and_corrupt_ones_flagged(tmp_path: Path, caplog: py
     assert [r.id for r in scan.records] == ["alpha", "mid", "zeta"]
     assert len(scan.corrupt) == 1 and str(broken.record) in scan.corrupt[0].message
     assert list_records(tmp_path / "nowhere") == []
+
+
+def test_a_git_url_s_credentials_never_reach_the_record_file(tmp_path: Path) -> None:
+    url = "https://alice:s3cret-token@git.example/org/repo.git"
+    record = WorkspaceRecord.new("repo", Source("git", url), "docker", {}, tmp_path / "ssh_config")
+    paths = workspace_paths(tmp_path, "repo")
+    save_record(paths, record)
+    assert "s3cret-token" not in paths.record.read_text() and "alice" not in paths.record.read_text()
+    # The same repository named again with its credentials is the same workspace, not "another source".
+    assert load_record(paths).source == Source("git", url).recorded()

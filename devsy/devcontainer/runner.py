@@ -11,7 +11,7 @@ from pathlib import Path
 
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hooks import run_create_hooks, run_start_hooks
-from devsy.devcontainer.image_prepare import prepare_image
+from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
 from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, LABEL_WORKSPACE_UID, ContainerDetails, Driver, \
@@ -71,7 +71,7 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
     paths = workspace_paths(request.home, workspace_id)
     with workspace_lock(paths, command=f"devsy up {workspace_id}"):
         existing = load_record(paths)
-        if existing is not None and existing.source != source:
+        if existing is not None and existing.source.recorded() != source.recorded():
             raise WorkspaceError(
                 f"workspace {workspace_id} already exists for another source ({existing.source_kind})",
                 hint="pick another id with --id, or `devsy delete` the existing workspace first",
@@ -92,6 +92,8 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             driver = make_driver(provider, options)
             if existing is not None and request.recreate:
                 stop_master(request.home, existing.id, existing.uid)  # it serves the instance being replaced
+            if existing is None:  # a failed first up leaves no record to delete its built images (layers) by
+                ledger.add("remove the images built for the workspace", lambda: remove_built_images(record.id))
             try:
                 instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger,
                                                     progress, attempt)

@@ -61,7 +61,7 @@ class WorkspaceRecord:
             id=validate_workspace_id(workspace_id),
             uid=uuid.uuid4().hex,
             source_kind=source.kind,
-            source_value=source.value,
+            source_value=source.recorded().value,
             provider=provider,
             provider_options=dict(provider_options),
             created_at=utc_now_rfc3339(),

@@ -33,6 +33,11 @@ class Source:
     kind: SourceKind
     value: str
 
+    def recorded(self) -> Source:
+        """The source as a workspace record keeps it: a git URL without its credentials. They are needed only for the
+        clone, which runs with the `devsy up` argument itself; a record (a file on disk) never carries a secret."""
+        return Source(self.kind, redact_url(self.value)) if self.kind == "git" else self
+
     def shown(self) -> str:
         """The source as `devsy up` takes it, credentials in a git URL redacted: for hints and messages."""
         return f"{GIT_PREFIX}{redact_url(self.value)}" if self.kind == "git" else self.value
