@@ -258,3 +258,14 @@ def _image_exists(client, image_id: str) -> bool:
     except docker.errors.ImageNotFound:
         return False
     return True
+
+
+def test_a_failed_first_up_removes_the_layers_it_built(devsy, built_ws, guest_image, tmp_path, docker_client):
+    """No record is left to `devsy delete` by, so the failed attempt itself removes what its build committed."""
+    project = make_project(tmp_path / "p", {"build": {"dockerfile": "Dockerfile"}})
+    (project / ".devcontainer" / "Dockerfile").write_text(
+        f"FROM {guest_image}\nRUN echo {built_ws} > /layer\nRUN exit 3\n")
+    result = devsy.up(project, "--id", built_ws, *HOST_NET, ok=False)
+    assert result.returncode != 0 and not (devsy.home / "workspaces" / built_ws).exists(), result.text
+    left = docker_client.images.list(all=True, filters={"label": f"dev.devsy.workspace={built_ws}"})
+    assert left == [], f"layers of the failed first up left behind: {[image.id for image in left]}"

@@ -11,7 +11,6 @@ from collections import deque
 from typing import BinaryIO, cast
 
 from devsy.devcontainer.config import DevContainerConfig
-from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.driver.base import Driver, ExecRequest
 from devsy.errors import CommandFailed
@@ -76,7 +75,6 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
 def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                      progress: Progress) -> None:
     """The once-per-instance commands, then the per-start one."""
-    register_config_secrets(config)
     for command in (config.on_create_command, config.post_create_command):
         run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
                               env=config.remote_env, progress=progress)
@@ -85,6 +83,5 @@ def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConf
 
 def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                     progress: Progress) -> None:
-    register_config_secrets(config)
     run_lifecycle_command(driver, workspace_id, config.post_start_command, user=user,
                           workdir=config.workspace_folder, env=config.remote_env, progress=progress)

@@ -19,7 +19,6 @@ import docker.models.images
 
 from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
-from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors, engine_message
 from devsy.errors import BackendUnavailable, DriverError, ImageError
@@ -38,7 +37,6 @@ class PreparedImage:
 
 def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str,
                   progress: Progress) -> PreparedImage:
-    register_config_secrets(config)  # from here on: build output, and the create that follows
     client = connect()
     if config.build is not None:
         ref = _build(client, config.build, workspace_id, network_mode, progress)

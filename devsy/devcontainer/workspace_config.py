@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devsy.devcontainer.config import DevContainerConfig, image_only_config, load_config
+from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.driver.base import Mount, MountType
 from devsy.driver.reuse import mount_policy
 from devsy.workspace.paths import WorkspacePaths
@@ -18,9 +19,13 @@ def host_folder(source: Source, paths: WorkspacePaths) -> Path:
 
 
 def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: str) -> DevContainerConfig:
+    """The workspace's config; from here on its secrets are masked in everything this process prints (README)."""
     if source.kind == "image":
-        return image_only_config(source.value, workspace_id)
-    return load_config(host_folder(source, paths), devcontainer_id=workspace_id)
+        config = image_only_config(source.value, workspace_id)
+    else:
+        config = load_config(host_folder(source, paths), devcontainer_id=workspace_id)
+    register_config_secrets(config)
+    return config
 
 
 @dataclass(frozen=True)
