@@ -14,8 +14,16 @@ from devsy.devcontainer.hooks import run_create_hooks, run_start_hooks
 from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
-from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, LABEL_WORKSPACE_UID, ContainerDetails, Driver, \
-    ExecRequest, RunOptions
+from devsy.driver.base import (
+    LABEL_CREATE_ATTEMPT,
+    LABEL_MOUNT_POLICY,
+    LABEL_REMOTE_USER,
+    LABEL_WORKSPACE_UID,
+    ContainerDetails,
+    Driver,
+    ExecRequest,
+    RunOptions,
+)
 from devsy.driver.registry import DEFAULT_PROVIDER, make_driver, network_mode_of, validate_provider
 from devsy.errors import ConfigError, DevsyError, WorkspaceError
 from devsy.progress import Progress
@@ -33,8 +41,6 @@ from devsy.agent.install import install_agent_for_up
 from devsy.ssh.mux_client import stop_master
 
 _GIT_CLONE_TIMEOUT_S = 600
-# Names the create attempt that made an instance; the record keeps it until that instance's create hooks succeeded.
-LABEL_CREATE_ATTEMPT = "dev.devsy.create-attempt"
 
 
 @dataclass

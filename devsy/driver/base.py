@@ -22,7 +22,8 @@ LABEL_WORKSPACE = "dev.devsy.workspace"
 LABEL_WORKSPACE_UID = "dev.devsy.workspace-uid"
 LABEL_REMOTE_USER = "dev.devsy.remote-user"
 LABEL_MOUNT_POLICY = "dev.devsy.mount-policy"
-LABEL_CREATED_HOOKS = "dev.devsy.on-create-done"
+# Names the create attempt that made an instance; the record keeps it until that instance's create hooks succeeded.
+LABEL_CREATE_ATTEMPT = "dev.devsy.create-attempt"
 
 
 class MountType(str, Enum):
