@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from devsy.devcontainer.jsonc import load_jsonc
+from devsy.devcontainer.jsonc import load_jsonc, parse_jsonc
 from devsy.errors import ConfigError
 
 
@@ -121,3 +121,10 @@ def test_unreadable_path_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read") as excinfo:
         load_jsonc(parent / "devcontainer.json")
     assert excinfo.value.hint
+
+
+@pytest.mark.parametrize("text", ['{,}', '{"mounts": [,]}', '{"a": [1,,]}', '{"a": 1,, }', '{"a": [ /* c */ , ]}'])
+def test_a_comma_with_no_value_before_it_is_an_error_not_a_trailing_comma(text: str) -> None:
+    # As json5 and VS Code's JSONC parser: a deleted entry's leftover comma is a mistake to report, not to forgive.
+    with pytest.raises(ConfigError, match="invalid JSON at line 1"):
+        parse_jsonc(text, source="devcontainer.json")

@@ -20,17 +20,17 @@ _UNEXPECTED_CHAR = re.compile(r'^Unexpected "(?P<char>.)"$', re.DOTALL)
 # costing minutes and hundreds of MB (json5, used for error positions, takes ~7 s per MB in pure Python).
 MAX_CONFIG_BYTES = 1 << 20
 _JSON5_MAX_CHARS = 64 << 10  # json5 (~7 s per MiB) only words the errors of texts this small; bigger ones get stdlib's
-# JSONC = JSON + comments + trailing commas. One C-speed pass keeps strings verbatim, blanks comments, and drops a
-# comma that only comments and whitespace separate from `]` or `}`; the stdlib JSON parser then reads the result.
-# Every repetition is possessive (Python 3.11+), so the pass stays linear whatever the input.
+# JSONC = JSON + comments + trailing commas, read in two C-speed passes that keep strings verbatim: the first blanks
+# comments (in place, so positions still match the file), the second drops a comma that only whitespace separates
+# from `]` or `}` and that follows a value; the stdlib JSON parser then reads the result. Every repetition is
+# possessive (Python 3.11+), so both passes stay linear whatever the input.
+_STRING = r'"(?:[^"\\\n]|\\.)*+"'
 # Never past its first `*/`; an unterminated one runs to the end in one match (kept as is, so parsing fails) rather
 # than being rescanned from every later `/*`.
 _BLOCK_COMMENT = r"/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)"
-_JSONC_NOISE = re.compile(
-    r'(?P<string>"(?:[^"\\\n]|\\.)*+")'
-    rf"|(?P<comment>//[^\n]*+|{_BLOCK_COMMENT})"
-    rf"|(?P<comma>,)(?=(?:\s|//[^\n]*+|{_BLOCK_COMMENT})*+[\]}}])"
-)
+_COMMENTS = re.compile(rf"(?P<string>{_STRING})|(?P<comment>//[^\n]*+|{_BLOCK_COMMENT})")
+_TRAILING_COMMAS = re.compile(rf"(?P<string>{_STRING})|(?P<comma>,)(?=\s*+[\]}}])")
+_JSON_SPACE = " \t\r\n"
 
 
 def json_type_name(value: object) -> str:
@@ -127,15 +127,26 @@ def _plain_error(exc: ValueError | RecursionError, source: str) -> ConfigError:
 
 def _fast_parse(text: str) -> Any:
     """Parse JSONC with the stdlib parser (linear, in C); ValueError if it is not plain JSONC."""
-    return json.loads(_JSONC_NOISE.sub(_blank_noise, text))
+    return json.loads(_TRAILING_COMMAS.sub(_drop_trailing_comma, _COMMENTS.sub(_blank_comment, text)))
 
 
-def _blank_noise(match: re.Match[str]) -> str:
+def _blank_comment(match: re.Match[str]) -> str:
     text = match.group()
     if match.lastgroup == "string" or (text.startswith("/*") and (len(text) < 4 or not text.endswith("*/"))):
         return text  # a string, or an unterminated comment: left for the parser to reject
     # Newlines kept, so line numbers in anything reported later still match the file.
     return re.sub(r"[^\n]", " ", text)
+
+
+def _drop_trailing_comma(match: re.Match[str]) -> str:
+    if match.lastgroup == "string":
+        return match.group()
+    # Only a comma after a value trails: `{,}`, `[,]` or `[1,,]` stay invalid, as in VS Code's JSONC. The scan back
+    # covers only the blanks since the previous token, so the pass stays linear.
+    text, i = match.string, match.start() - 1
+    while i >= 0 and text[i] in _JSON_SPACE:
+        i -= 1
+    return "," if i < 0 or text[i] in "[{," else " "
 
 
 def _size_of(fd: int) -> int:
