@@ -95,14 +95,43 @@ def test_an_up_killed_during_post_create_reruns_it_next_time(devsy: DevsyCli, ws
     started = project / "started.fifo"
     os.mkfifo(started)
     hook = "echo run >> runs.log; if [ ! -e release ]; then echo started > started.fifo; sleep infinity; fi"
-    make_project(project, {"image": guest_image, "postCreateCommand": hook})
+    make_project(project, {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
+                           "postCreateCommand": hook})
+    _kill_up_when_signalled(devsy, ws_id, project, started)
+    assert (project / "runs.log").read_text() == "run\n"
+    (project / "release").touch()
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert (project / "runs.log").read_text() == "run\nrun\n"  # the unfinished create hook ran again
+    assert (project / "on-create.log").read_text() == "run\n"  # the one that had completed did not
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert (project / "runs.log").read_text() == "run\nrun\n"  # and only until they had completed once
+
+
+def test_an_up_killed_after_its_create_hooks_completed_does_not_rerun_them(devsy: DevsyCli, ws_id: str,
+                                                                            guest_image: str, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    started = project / "started.fifo"
+    os.mkfifo(started)
+    blocking = "if [ ! -e release ]; then echo started > started.fifo; sleep infinity; fi"
+    make_project(project, {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
+                           "postCreateCommand": "echo run >> post-create.log", "postStartCommand": blocking})
+    _kill_up_when_signalled(devsy, ws_id, project, started)  # in postStartCommand: every create hook is done
+    (project / "release").touch()
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert (project / "on-create.log").read_text() == "run\n"
+    assert (project / "post-create.log").read_text() == "run\n"
+
+
+def _kill_up_when_signalled(devsy: DevsyCli, ws_id: str, project: Path, started: Path) -> None:
+    """Start `devsy up`, wait (bounded) until a hook writes to the `started` FIFO, then SIGKILL the whole CLI."""
     # O_RDWR: the hook's write never blocks on a missing reader, and select sees only real data, never EOF.
     signal_fd = os.open(started, os.O_RDWR | os.O_NONBLOCK)
     proc = subprocess.Popen([*DEVSY, "up", str(project), "--id", ws_id, *HOST_NET], env=cli_env(devsy),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         ready, _, _ = select.select([signal_fd], [], [], _DEADLINE_S)
-        assert ready, f"postCreateCommand did not start within {_DEADLINE_S}s"
+        assert ready, f"the blocking hook did not start within {_DEADLINE_S}s"
         os.killpg(proc.pid, signal.SIGKILL)  # the whole CLI, mid-hook
         proc.wait(timeout=30)
     finally:
@@ -111,12 +140,6 @@ def test_an_up_killed_during_post_create_reruns_it_next_time(devsy: DevsyCli, ws
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         proc.stderr.close()
-    assert (project / "runs.log").read_text() == "run\n"
-    (project / "release").touch()
-    devsy.up(project, "--id", ws_id, *HOST_NET)
-    assert (project / "runs.log").read_text() == "run\nrun\n"  # the create hooks ran again
-    devsy.up(project, "--id", ws_id, *HOST_NET)
-    assert (project / "runs.log").read_text() == "run\nrun\n"  # and only until they had completed once
 
 
 # -- fault 6: remoteUser, removed content folder --------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections import deque
+from collections.abc import Callable, Collection
 from typing import BinaryIO, cast
 
 from devsy.devcontainer.config import DevContainerConfig
@@ -72,12 +73,20 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
             )
 
 
+CREATE_HOOKS = ("onCreateCommand", "postCreateCommand")
+
+
 def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
-                     progress: Progress) -> None:
-    """The once-per-instance commands, then the per-start one."""
-    for command in (config.on_create_command, config.post_create_command):
+                     progress: Progress, done: Collection[str] = (),
+                     on_done: Callable[[str], None] = lambda _name: None) -> None:
+    """The once-per-instance commands (those not in `done`; `on_done(name)` after each succeeds, so a caller can
+    record it before the next starts), then the per-start one."""
+    for name, command in zip(CREATE_HOOKS, (config.on_create_command, config.post_create_command)):
+        if name in done:
+            continue
         run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
                               env=config.remote_env, progress=progress)
+        on_done(name)
     run_start_hooks(driver, workspace_id, config, user=user, progress=progress)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devsy.devcontainer.config import DevContainerConfig
-from devsy.devcontainer.hooks import run_create_hooks, run_start_hooks
+from devsy.devcontainer.hooks import CREATE_HOOKS, run_create_hooks, run_start_hooks
 from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
@@ -181,8 +181,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
             found = driver.find(record.id) or found
         if unfinished:
             # The `up` that created this instance ended (killed, or its hook failed) before its create hooks did.
-            run_create_hooks(driver, record.id, config, user=user, progress=progress)
-            record.create_hooks_pending = ""
+            _run_create_hooks(driver, record, config, user, paths, attempt, progress)
         record.remote_user = user
         return found, True
     image = prepare_image(config, record.id, network_mode=network_mode_of(driver.name, record.provider_options),
@@ -200,18 +199,37 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     if config.override_command:
         options.entrypoint, options.cmd = list(KEEP_ALIVE_ENTRYPOINT), list(KEEP_ALIVE_ARGS)
     # Saved before the instance exists, so no moment has an instance whose unfinished hooks nobody knows about.
-    record.create_hooks_pending = create_attempt
-    # Only the marker changes on disk: if the create fails, the record must still describe the instance there.
-    save_record(paths, dataclasses.replace(attempt.on_disk, create_hooks_pending=create_attempt))
+    record.create_hooks_pending, record.create_hooks_done = create_attempt, []
+    _save_hook_progress(paths, attempt, record)
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
     attempt.replaced_instance = found is not None
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
     _require_user(driver, record.id, user, image.ref)
-    run_create_hooks(driver, record.id, config, user=user, progress=progress)
-    record.create_hooks_pending = ""  # saved by the caller once the whole `up` succeeded
+    _run_create_hooks(driver, record, config, user, paths, attempt, progress)
     record.remote_user = user
     return instance, False
+
+
+def _run_create_hooks(driver: Driver, record: WorkspaceRecord, config: DevContainerConfig, user: str,
+                      paths: WorkspacePaths, attempt: _Attempt, progress: Progress) -> None:
+    """The create hooks the instance has not completed; each one's completion is on disk before the next starts."""
+
+    def completed(name: str) -> None:
+        record.create_hooks_done.append(name)
+        if set(CREATE_HOOKS) <= set(record.create_hooks_done):
+            record.create_hooks_pending, record.create_hooks_done = "", []
+        _save_hook_progress(paths, attempt, record)
+
+    run_create_hooks(driver, record.id, config, user=user, progress=progress, done=tuple(record.create_hooks_done),
+                     on_done=completed)
+
+
+def _save_hook_progress(paths: WorkspacePaths, attempt: _Attempt, record: WorkspaceRecord) -> None:
+    # Only the hook markers change on disk: if the up fails, the record must still describe the instance there.
+    attempt.on_disk = dataclasses.replace(attempt.on_disk, create_hooks_pending=record.create_hooks_pending,
+                                          create_hooks_done=list(record.create_hooks_done))
+    save_record(paths, attempt.on_disk)
 
 
 _USER_NOT_CHECKABLE = (126, 127)  # no `id` in the image (distroless): the first exec will tell

@@ -51,6 +51,9 @@ class WorkspaceRecord:
     # Set before the instance is created and cleared only after the hooks succeeded, so an `up` killed in between
     # leaves the next `up` a way to know it must run them again.
     create_hooks_pending: str = ""
+    # Of that attempt's create hooks, those that completed (CREATE_HOOKS names), each saved as it succeeds: a rerun
+    # starts at the first that did not, so a hook that finished never runs twice on one instance.
+    create_hooks_done: list[str] = field(default_factory=list)
 
     @classmethod
     def new(
@@ -94,6 +97,9 @@ class WorkspaceRecord:
                 raise ValueError(f"field {name!r} is not a string")
         if data["source_kind"] not in _SOURCE_KINDS:
             raise ValueError(f"field 'source_kind' is {data['source_kind']!r}, expected one of {_SOURCE_KINDS}")
+        done = data.get("create_hooks_done", [])
+        if not isinstance(done, list) or not all(isinstance(name, str) for name in done):
+            raise ValueError("field 'create_hooks_done' is not a list of strings")
         options = data.get("provider_options", {})
         if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
             raise ValueError("field 'provider_options' is not an object of strings")
@@ -115,6 +121,7 @@ class WorkspaceRecord:
             workspace_folder=data.get("workspace_folder", ""),
             config_path=data.get("config_path", ""),
             create_hooks_pending=data.get("create_hooks_pending", ""),
+            create_hooks_done=list(done),
         )
 
     @classmethod
