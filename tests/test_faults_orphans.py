@@ -224,3 +224,36 @@ def test_a_killed_owner_of_msb_exec_leaves_no_command_behind(tmp_path):
         for process in live.tree:  # on the host, nobody else would remove what a failure left behind
             if observer.is_alive(process):
                 os.kill(process.pid, signal.SIGKILL)
+
+
+def test_a_command_the_engine_starts_after_its_owner_died_is_still_killed(running_workspace, docker_client,
+                                                                           monkeypatch):
+    """The owner asked the engine to start the command and died before it existed: the guard's first kill finds no
+    tree, so it keeps killing until the engine reports the exec ended."""
+    import threading
+
+    from devsy.driver.docker import driver as docker_driver
+    from devsy.driver.docker import process_tree
+
+    (container,) = docker_client.containers.list(filters={"label": f"dev.devsy.workspace={running_workspace}"})
+    token = process_tree.new_token()
+    exec_id = docker_client.api.exec_create(container.id, process_tree.wrap(["sleep", "300"], token))["Id"]
+    first_kill_done = threading.Event()
+    real_kill = docker_driver.DockerDriver.kill_tree
+
+    def kill_then_tell(self, container_id: str, kill_token: str) -> None:
+        real_kill(self, container_id, kill_token)
+        first_kill_done.set()
+
+    monkeypatch.setattr(docker_driver.DockerDriver, "kill_tree", kill_then_tell)
+    guard = threading.Thread(target=docker_driver.kill_orphaned_tree, args=(container.id, token, exec_id))
+    guard.start()
+    try:
+        assert first_kill_done.wait(READY_TIMEOUT_S), "the guard's first kill did not run"
+        docker_client.api.exec_start(exec_id, detach=True)  # the command starts only now, after that first kill
+        guard.join(ORPHAN_BOUND_S + docker_driver._ORPHAN_START_WAIT_S)
+        assert not guard.is_alive(), "kill_orphaned_tree did not return within its bound"
+        info = docker_client.api.exec_inspect(exec_id)
+        assert not info["Running"] and info["ExitCode"] is not None, f"the late command survived: {info}"
+    finally:
+        guard.join(30)

@@ -71,6 +71,11 @@ class ExecGuard:
         with contextlib.suppress(OSError):  # a guard that died early cannot be helped; the owner carries on
             os.write(self._fd, data)
 
+    def add_args(self, **args: object) -> None:
+        """Arguments for the plan known only after the start (a line of its own: one small, atomic pipe write)."""
+        if self._fd >= 0:
+            self._write(json.dumps({"args": args}).encode() + b"\n")
+
     def release(self) -> None:
         """The command's end is known: the guard exits without killing (reaped here, so no process of ours lingers;
         it is long up and blocked on its read by the time a command ends, so this wait costs next to nothing)."""

@@ -14,8 +14,10 @@ DONE = b"done\n"
 KILL_BUDGET_S = 20
 
 
-def _run(plan_line: bytes) -> None:
+def _run(plan_line: bytes, updates: bytes) -> None:
     plan = json.loads(plan_line)
+    for line in updates.splitlines():  # arguments the owner learnt after the start (e.g. the engine's exec id)
+        plan["args"].update(json.loads(line)["args"])
     sys.path[:] = plan["path"]
     module, _, function = plan["action"].partition(":")
     getattr(importlib.import_module(module), function)(**plan["args"])
@@ -27,11 +29,11 @@ def main() -> int:
     stdin = sys.stdin.buffer
     plan_line = stdin.readline()
     rest = stdin.read()  # until the owner closes its end, or dies
-    if rest == DONE or not plan_line.endswith(b"\n"):
+    if rest.endswith(DONE) or not plan_line.endswith(b"\n"):
         return 0
     signal.alarm(KILL_BUDGET_S)
     try:
-        _run(plan_line)
+        _run(plan_line, rest)
     except Exception:  # noqa: BLE001 - nobody is left to tell (stderr is /dev/null); the status is all there is
         return 1
     return 0

@@ -6,6 +6,7 @@ import contextlib
 import io
 import secrets
 import threading
+import time
 from typing import Any, BinaryIO
 
 import docker
@@ -189,15 +190,15 @@ class DockerDriver:
         # kills its tree (the engine would keep it running, discarding its output, for ever).
         guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
         try:
-            result, end_known = self._exec_attached(workspace_id, container.id, token, request)
+            result, end_known = self._exec_attached(workspace_id, container.id, token, request, guard)
             if end_known:
                 guard.release()
             return result
         finally:
             guard.close()
 
-    def _exec_attached(self, workspace_id: str, container_id: str, token: str,
-                       request: ExecRequest) -> tuple[ExecResult, bool]:
+    def _exec_attached(self, workspace_id: str, container_id: str, token: str, request: ExecRequest,
+                       guard: ExecGuard) -> tuple[ExecResult, bool]:
         """Run the command; (result, whether its end is known: its output ended, or we killed its tree)."""
         api = self.client.api
         with engine_errors(f"starting a command in workspace {workspace_id}"):
@@ -206,6 +207,8 @@ class DockerDriver:
                 user=request.user or "", workdir=request.workdir or None,
                 environment=[f"{k}={v}" for k, v in request.env.items()] or None,
             )["Id"]
+            # Before the start: the engine may start the command after we died, later than the guard's first kill.
+            guard.add_args(exec_id=exec_id)
             attached = AttachedExec(api, exec_id)
         copier = StdinPump(request.stdin or io.BytesIO(b""), attached.send, attached.close_stdin,
                            owns_source=request.owns_stdin)
@@ -273,9 +276,25 @@ class DockerDriver:
 _ORPHAN_KILL = "devsy.driver.docker.driver:kill_orphaned_tree"
 
 
-def kill_orphaned_tree(container_id: str, token: str) -> None:
-    """Kill the tree of the exec tagged `token` (the exec guard's plan; the engine comes from DOCKER_HOST)."""
-    DockerDriver().kill_tree(container_id, token)
+_ORPHAN_START_WAIT_S = 10.0
+
+
+def kill_orphaned_tree(container_id: str, token: str, exec_id: str = "") -> None:
+    """Kill the tree of the exec tagged `token` (the exec guard's plan; the engine comes from DOCKER_HOST).
+
+    Its owner may have died between asking the engine to start the command and the command existing: so the kill is
+    repeated until the engine reports the exec ended, bounded (an exec created but never started never ends)."""
+    driver = DockerDriver()
+    deadline = time.monotonic() + _ORPHAN_START_WAIT_S
+    while True:
+        driver.kill_tree(container_id, token)
+        if not exec_id:
+            return
+        with engine_errors("reading an orphaned command's state"):
+            info = driver.client.api.exec_inspect(exec_id)
+        if (info.get("ExitCode") is not None and not info.get("Running")) or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)  # poll interval of a bounded wait on the engine's state, not a synchronization
 
 
 class _Cancellation(threading.Thread):
