@@ -44,6 +44,7 @@ from devsy.workspace.paths import workspace_paths
 
 CANCEL_WAIT_S = 15.0  # the agent kills the tree, then reports; the cancellation bound is 10 s
 STOP_WAIT_S = 10.0
+_DRAIN_TIMEOUT_S = 2.0  # reading what a killed master left unread on its socket
 CONNECT_TIMEOUT_S = 5.0  # connecting and sending the request: a master that accepts nothing within this is wedged
 
 
@@ -175,7 +176,9 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: 
             master.kill(str(wedged.cause))
             if signals.received:  # it was being asked to cancel: its death ended the session
                 return 128 + signals.received[0]
-            if not wedged.started:  # the command never ran: a new master runs it
+            # A slow master may have sent `started` (and the command on) between our last poll and its death: what it
+            # wrote before dying decides, or the command could run twice. Only a command that never ran is retried.
+            if not wedged.started and not _started_before_death(stream):
                 say(f"{wedged.cause}; killed it, starting a new one")
                 raise MasterGone(str(wedged.cause)) from None
             raise MasterUnresponsive(
@@ -184,6 +187,23 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: 
                 hint="run the command again (a new master starts); if this repeats, read "
                      f"{workspace_id}'s ssh-master.log in the devsy home, or set DEVSY_SSH_MUX=0") from None
     return _outcome(reply, started, workspace_id, signals)
+
+
+def _started_before_death(stream: MessageStream) -> bool:
+    """Whether a master that is now dead told `started` in what it left unread on the socket (read to EOF, bounded:
+    the dead master holds no end of it any more)."""
+    stream.sock.settimeout(_DRAIN_TIMEOUT_S)
+    try:
+        while True:
+            message = stream.buffered()
+            if message is None:
+                message, _ = stream.receive()
+            if message is None:
+                return False
+            if message["op"] == "started":
+                return True
+    except (OSError, ProtocolError):  # reset, garbled, or nothing within the bound: it said nothing more
+        return False
 
 
 class _WedgedAt(Exception):
