@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands import run_bounded, tail
+
 DEVSY = [sys.executable, "-m", "devsy"]
 # Every container a test creates gets host networking: these machines' engine runs without a bridge.
 HOST_NET = ["--provider-option", "NETWORK_MODE=host"]
@@ -57,6 +59,51 @@ class DevsyCli:
         if ok:
             assert result.returncode == 0, result.text
         return result
+
+
+# A test that uses one of these fixtures (directly or through another fixture) needs the Docker engine.
+ENGINE_FIXTURES = frozenset({"docker_client", "guest_image"})
+ENGINE_PROBE = ["docker", "info"]  # what ci/bootstrap.sh asks; the CLI honours DOCKER_HOST like the SDK does
+ENGINE_PROBE_TIMEOUT_S = 30.0
+_engine_evidence: list[str] = []  # [] = not probed yet; [""] = the engine answers; [text] = why it does not
+
+
+def engine_unavailable() -> str:
+    """"" when the Docker engine answers `docker info`, else the evidence why not (probed once per session)."""
+    if not _engine_evidence:
+        _engine_evidence.append(_probe_engine())
+    return _engine_evidence[0]
+
+
+def _probe_engine() -> str:
+    where = os.environ.get("DOCKER_HOST", "") or "the default socket"
+    command = f"`{' '.join(ENGINE_PROBE)}` (DOCKER_HOST={where})"
+    try:
+        done = run_bounded(ENGINE_PROBE, timeout=ENGINE_PROBE_TIMEOUT_S)
+    except OSError as exc:  # no docker CLI on PATH
+        return f"{command} could not start: {exc}"
+    if done.timed_out:
+        return f"{command} did not answer within {ENGINE_PROBE_TIMEOUT_S:.0f} s: {tail(done.stderr, 5) or '(no output)'}"
+    if done.exit_code != 0:
+        first = "\n".join((done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()[:5])
+        return f"{command} exited {done.exit_code} in {done.duration:.1f} s: {first or '(no output)'}"
+    return ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures are set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Without an engine a docker test is not runnable here: a skip that carries the probe's evidence, not an error.
+    if item.get_closest_marker("docker") is not None:
+        evidence = engine_unavailable()
+        if evidence:
+            pytest.skip(f"not runnable here: {evidence}")
 
 
 @pytest.fixture(scope="session")

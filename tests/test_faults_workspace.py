@@ -213,6 +213,7 @@ def test_lock_file_goes_with_its_workspace_and_exclusion_holds(tmp_path: Path) -
     assert not paths.lock.exists() and not paths.lock_holder.exists()
 
 
+@pytest.mark.docker
 def test_corrupt_record_delete_needs_no_instance(tmp_path: Path) -> None:
     cli = _cli(tmp_path)
     paths = workspace_paths(cli.home, "gone")

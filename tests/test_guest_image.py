@@ -66,6 +66,7 @@ def run_in_guest(client: docker.DockerClient, image: str, argv: list[str]) -> tu
         container.remove(force=True)
 
 
+@pytest.mark.docker
 def test_second_call_builds_and_imports_nothing(client: docker.DockerClient, guest: GuestImage) -> None:
     image_id = client.images.get(guest.tag).id
     again = ensure_guest_image()
@@ -76,11 +77,13 @@ def test_second_call_builds_and_imports_nothing(client: docker.DockerClient, gue
     assert guest.rootfs_tar == rootfs_tar_path() and guest.rootfs_tar.is_file()
 
 
+@pytest.mark.docker
 def test_guest_runs_python_311(client: docker.DockerClient, guest: GuestImage) -> None:
     code, out = run_in_guest(client, guest.tag, ["python3", "-c", "import sys; print(sys.version_info[:2])"])
     assert (code, out.strip()) == (0, "(3, 11)")
 
 
+@pytest.mark.docker
 def test_guest_has_dev_and_alt_users(client: docker.DockerClient, guest: GuestImage) -> None:
     code, out = run_in_guest(client, guest.tag, ["sh", "-c", "getent passwd dev alt && stat -c '%n %u' /home/*"])
     assert code == 0, out
@@ -113,6 +116,7 @@ def test_key_follows_the_recipe(change: dict, monkeypatch: pytest.MonkeyPatch, t
     assert rootfs_tar_path(changed) != rootfs_tar_path()
 
 
+@pytest.mark.docker
 def test_removed_image_is_reimported_from_cached_tar(
     client: docker.DockerClient, guest: GuestImage, private_tag: str
 ) -> None:
@@ -142,6 +146,7 @@ def tiny_tar() -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.docker
 def test_stale_key_label_is_replaced(client: docker.DockerClient, guest: GuestImage, private_tag: str) -> None:
     repository, _, version = private_tag.rpartition(":")
     client.api.import_image_from_data(tiny_tar(), repository=repository, tag=version,
@@ -166,6 +171,7 @@ def stub_mmdebstrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, body: str) 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
 
 
+@pytest.mark.docker
 def test_failed_build_leaves_no_tar_and_reports_stderr(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, private_tag: str
 ) -> None:
@@ -179,6 +185,7 @@ def test_failed_build_leaves_no_tar_and_reports_stderr(
     assert sorted(p.name for p in key_dir.iterdir() if p.suffix == ".tar") == []
 
 
+@pytest.mark.docker
 def test_hung_build_is_stopped_at_its_timeout(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, private_tag: str
 ) -> None:
@@ -192,6 +199,7 @@ def test_hung_build_is_stopped_at_its_timeout(
         os.kill(int(pid_file.read_text()), 0)
 
 
+@pytest.mark.docker
 def test_need_rootfs_rebuilds_only_a_cleared_tar(
     client: docker.DockerClient, guest: GuestImage, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -207,6 +215,7 @@ def test_need_rootfs_rebuilds_only_a_cleared_tar(
     assert client.images.get(GUEST_IMAGE_TAG).id == image_id
 
 
+@pytest.mark.docker
 def test_cli_check_prints_tag_when_current(guest: GuestImage) -> None:
     proc = subprocess.run([sys.executable, "-m", "fixtures.guest_image", "--check", "--print-tag"],
                           capture_output=True, text=True, timeout=60, check=False)

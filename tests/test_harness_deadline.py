@@ -33,6 +33,7 @@ def test_slow(provider, case, devsy):
 """ % guest_image()[0]
 
 
+@pytest.mark.docker
 def test_a_body_past_its_deadline_is_cut_and_cleanup_still_runs(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -56,6 +56,7 @@ def instances(workspace_id: str) -> list[str]:
     return [container.status for container in found]
 
 
+@pytest.mark.docker
 def test_keep_on_failure_keeps_the_instance_and_prints_the_command(failing_case: pytest.Pytester) -> None:
     run_id = f"{RUN_ID}-kept"
     workspace_id = Ownership(run_id).workspace_id("demo/fails", "builtin-docker")
@@ -81,6 +82,7 @@ def test_keep_on_failure_keeps_the_instance_and_prints_the_command(failing_case:
     assert not (failing_case.path / "root" / "runs" / run_id).exists()
 
 
+@pytest.mark.docker
 def test_without_the_flag_cleanup_removes_the_failed_case_instance(failing_case: pytest.Pytester) -> None:
     run_id = f"{RUN_ID}-removed"
     workspace_id = Ownership(run_id).workspace_id("demo/fails", "builtin-docker")

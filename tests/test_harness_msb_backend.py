@@ -94,6 +94,7 @@ def test_instances_and_volumes_of_a_workspace(msb_home: Path, tmp_path: Path) ->
     assert _names(msb_home, "volume", "ls") == ["someone-elses"]
 
 
+@pytest.mark.docker
 def test_sweep_removes_only_what_the_run_owns(msb_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
     mine, other = Ownership("msb-sweep-mine"), Ownership("msb-sweep-other")

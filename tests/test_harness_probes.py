@@ -44,6 +44,7 @@ def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
     return result, json.loads((pytester.path / "report" / "report.json").read_text())
 
 
+@pytest.mark.docker
 def test_each_backend_is_probed_once_per_run(catalogue: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     real = probes.PROBES["docker"]
@@ -73,6 +74,7 @@ def test_a_provider_whose_probe_fails_is_skipped_with_the_evidence(catalogue: py
     assert report["probes"]["microsandbox"]["ok"] is False
 
 
+@pytest.mark.docker
 def test_a_required_provider_whose_probe_fails_fails_the_session(catalogue: pytest.Pytester) -> None:
     result, report = run(catalogue, "--devsy-providers", "builtin-docker", "--devsy-require", "builtin-microsandbox")
     assert result.ret == 1
@@ -83,6 +85,7 @@ def test_a_required_provider_whose_probe_fails_fails_the_session(catalogue: pyte
     result.stdout.fnmatch_lines(["*REQUIRED: required provider builtin-microsandbox: demo/a*is error*"])
 
 
+@pytest.mark.docker
 def test_docker_probe_evidence_names_the_failing_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probes, "guest_image", lambda: ("devsy-harness-absent:none", None))
     result = probes.probe_docker("probe-test")

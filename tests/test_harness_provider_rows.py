@@ -26,6 +26,7 @@ def test_each_row_names_its_provider_for_devsy_up(provider: str, args: list[str]
     assert row.up_args() == args and row.name == provider
 
 
+@pytest.mark.docker
 def test_the_protocol_handle_speaks_to_the_provider_devsy_would_run() -> None:
     with provider_process(provider_table()["external-docker"], Deadline(120)) as process:
         assert process.recreate_mode(opt_in=True) == "on-run"

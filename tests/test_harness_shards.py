@@ -143,6 +143,7 @@ def _validate(report: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.docker
 def test_each_shard_reports_and_validates_exactly_its_suites(catalogue: pytest.Pytester) -> None:
     result, report = _shard(catalogue, "one", "--devsy-suite", "one")
     result.assert_outcomes(passed=1)

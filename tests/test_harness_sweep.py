@@ -59,6 +59,7 @@ def exists(client: docker.DockerClient, name: str) -> tuple[bool, bool]:
     return found[0], found[1]
 
 
+@pytest.mark.docker
 def test_sweep_run_removes_only_that_runs_objects_and_directory(
     client: docker.DockerClient, made: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,6 +172,7 @@ def kill_mid_case(pytester: pytest.Pytester, run_id: str, ready: Path) -> str:
     return ready.read_text()
 
 
+@pytest.mark.docker
 def test_sigkilled_run_is_fully_swept_and_a_rerun_sweeps_first(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, client: docker.DockerClient
 ) -> None:

@@ -61,6 +61,7 @@ def test_failed_save_stops_and_reaps_the_load(msb_home: Path, msb: MsbClient, do
     assert loaded_digest(msb, tag) is None and images(msb_home) == []
 
 
+@pytest.mark.docker
 def test_missing_locally_built_image_is_an_image_error(msb_home: Path, msb: MsbClient) -> None:
     with pytest.raises(ImageError, match="no longer in the Docker engine"):
         resolve_image(msb, f"devsy-build-gone:{secrets.token_hex(4)}", built_locally=True)

@@ -125,6 +125,7 @@ def test_split_policy_separates_the_msb_presentation() -> None:
     assert split_policy(POLICY) == (POLICY, "") and split_policy("") == ("", "")
 
 
+@pytest.mark.docker  # the guest image reaches msb from the Docker engine
 def test_conformance_reports_the_cases_that_need_a_booted_vm(msb_home: Path, boot_probe) -> None:
     env = {**os.environ, "PATH": f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}", "MSB_HOME": str(msb_home)}
     env.pop("MSB_LIBKRUNFW_PATH", None)
