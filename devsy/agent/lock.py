@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 
 from devsy.agent.errors import AgentBuildError
+from devsy.arch import MACHINES, SUPPORTED
+from devsy.arch import normalize_arch as canonical_arch
 
 # Requirements pinned exactly. invoke (a paramiko dependency) is left out on purpose: paramiko imports it only for
 # `Match exec` in ssh_config files, which the agent never reads.
@@ -34,11 +36,7 @@ PYTHONS = (
     ("cp313", "3.13"),
 )
 # manylinux2014 == manylinux_2_17 (glibc >= 2.17): the widest set of glibc guests.
-PLATFORMS = {
-    "amd64": ("manylinux2014_x86_64", "manylinux_2_17_x86_64"),
-    "arm64": ("manylinux2014_aarch64", "manylinux_2_17_aarch64"),
-}
-MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
+PLATFORMS = {arch: (f"manylinux2014_{MACHINES[arch]}", f"manylinux_2_17_{MACHINES[arch]}") for arch in SUPPORTED}
 
 
 @dataclass(frozen=True)
@@ -63,9 +61,9 @@ DEFAULT_LOCK = WheelLock()
 
 
 def normalize_arch(arch: str) -> str:
-    """`amd64`/`x86_64` -> `amd64`, `arm64`/`aarch64` -> `arm64`; anything else is an AgentBuildError."""
-    canonical = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}.get(arch.lower())
-    if canonical is None:
+    """devsy's name for `arch` (devsy.arch: `x86_64` -> `amd64`); one no agent can be built for is an AgentBuildError."""
+    canonical = canonical_arch(arch)
+    if canonical not in SUPPORTED:
         raise AgentBuildError(f"no agent can be built for architecture {arch!r}",
-                              hint=f"use one of: {', '.join(sorted(PLATFORMS))}")
+                              hint=f"use one of: {', '.join(SUPPORTED)}")
     return canonical

@@ -29,8 +29,9 @@ from devsy.agent.build import (
     write_zipapp,
 )
 from devsy.agent.errors import AgentBuildError
-from devsy.agent.lock import MACHINES, WheelLock, normalize_arch
+from devsy.agent.lock import WheelLock, normalize_arch
 from devsy.agent.wheels import WheelSet, cache_root, ensure_wheels
+from devsy.arch import MACHINES, SUPPORTED
 
 FORMAT_VERSION = 1
 _BOOT = Path(__file__).with_name("boot.py")
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devsy.agent.provider_bundle",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--provider", default="docker", choices=sorted(PROVIDERS), help="which provider")
-    parser.add_argument("--arch", choices=("amd64", "arm64"), help="target architecture (default: this machine's)")
+    parser.add_argument("--arch", choices=SUPPORTED, help="target architecture (default: this machine's)")
     parser.add_argument("--out", type=Path, help="also copy the bundle to this path")
     args = parser.parse_args(argv)
     try:

@@ -7,6 +7,7 @@ from typing import Any, BinaryIO
 
 import grpc
 
+from devsy.arch import SUPPORTED
 from devsy.driver.base import ContainerDetails, ExecRequest, ExecResult, RunOptions
 from devsy.runtime.constants import MAX_FRAME
 from devsy.runtime.convert import details_from_pb, run_request
@@ -21,7 +22,7 @@ from devsy.runtime.v1 import runtime_pb2_grpc
 # Unary RPCs are bounded; RunImage may pull an image, so it gets longer.
 DEFAULT_TIMEOUT_S = 120.0
 RUN_TIMEOUT_S = 900.0
-ARCHITECTURES = ("amd64", "arm64")
+ARCHITECTURES = SUPPORTED  # the protocol allows devsy's architectures (devsy.arch)
 
 
 class RuntimeClient:

@@ -59,9 +59,11 @@ def agent_home(raw: str) -> str:
 
 def platform() -> tuple:
     """(os, arch) in the provider config's terms: ("linux", "amd64")."""
-    machine = os.uname().machine
-    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
-    return os.uname().sysname.lower(), arch
+    try:  # in the agent zipapp, devsy.agent.build ships devsy/arch.py as devsy_agent/arch.py
+        from .arch import normalize_arch
+    except ImportError:  # on the host (tests import this file as devsy.agent.guest.runtime_install)
+        from devsy.arch import normalize_arch
+    return os.uname().sysname.lower(), normalize_arch(os.uname().machine)
 
 
 def select(binaries: dict, os_name: str, arch: str) -> list:

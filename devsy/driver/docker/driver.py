@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 import docker
 import docker.errors
 
+from devsy.arch import normalize_arch
 from devsy.driver.base import (
     LABEL_MANAGED,
     LABEL_MOUNT_POLICY,
@@ -269,7 +270,7 @@ class DockerDriver:
     def target_architecture(self, workspace_id: str) -> str:
         with engine_errors("reading the engine's architecture"):
             arch = self.client.info().get("Architecture", "")
-        return {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(arch, arch)
+        return normalize_arch(arch)
 
 
 # What the exec guard calls, in a fresh interpreter, when the process running a command died before its end.

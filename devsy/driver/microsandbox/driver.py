@@ -11,6 +11,7 @@ import json
 import platform
 from typing import BinaryIO
 
+from devsy.arch import normalize_arch
 from devsy.driver.base import (
     LABEL_MANAGED,
     LABEL_MOUNT_POLICY,
@@ -40,7 +41,6 @@ from devsy.errors import AlreadyExists, DriverError, NotFound
 QUICK_TIMEOUT_S = 60.0  # inspect, rm, logs: no VM work
 BOOT_TIMEOUT_S = 300.0  # run/start: root disk preparation plus boot
 STOP_GRACE_S = 10
-_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 class MicrosandboxDriver:
@@ -232,5 +232,4 @@ class MicrosandboxDriver:
 
     def target_architecture(self, workspace_id: str) -> str:
         # msb runs guests of the host's architecture (KVM, no emulation), so this answers before the sandbox exists.
-        machine = platform.machine().lower()
-        return _ARCH.get(machine, machine)
+        return normalize_arch(platform.machine())

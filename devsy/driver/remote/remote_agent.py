@@ -18,13 +18,13 @@ from devsy.agent.delivery import StreamDelivery
 from devsy.agent.errors import AgentError
 from devsy.agent.guest.download import DownloadError, Source, fetch
 from devsy.agent.wheels import cache_root
+from devsy.arch import normalize_arch
 from devsy.driver.base import CancelToken
 from devsy.driver.remote.config import RemoteProviderConfig
 from devsy.driver.remote.errors import RemoteUnreachable
 from devsy.driver.remote.transport import ExecTransport
 
 DOWNLOAD_CACHE_ENV = "DEVSY_DOWNLOAD_CACHE"
-_ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def remote_platform(transport: ExecTransport) -> tuple[str, str]:
         detail = err.decode("utf-8", "replace").strip()[-300:] or f"exit {code}"
         raise RemoteUnreachable(f"the provider's exec command does not reach the remote machine: {detail}",
                                 hint="check exec.command in the provider config, and that the machine is up")
-    return words[0].lower(), _ARCHES.get(words[1], words[1])
+    return words[0].lower(), normalize_arch(words[1])
 
 
 def ensure_remote_agent(transport: ExecTransport, config: RemoteProviderConfig, cancel: CancelToken) -> RemoteAgent:

@@ -6,6 +6,7 @@ import time
 
 import grpc
 
+from devsy.arch import SUPPORTED
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseSkipped, check, expect_error, expect_status
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session
@@ -40,7 +41,7 @@ def case_discovery(session: Session) -> str:
     """TargetArchitecture answers before the workspace exists."""
     reply = session.stub.TargetArchitecture(
         pb.TargetArchitectureRequest(workspace_id=session.workspace_id("never-created")), timeout=UNARY_TIMEOUT_S)
-    check(reply.architecture in ("amd64", "arm64"), f"architecture {reply.architecture!r} is not amd64 or arm64")
+    check(reply.architecture in SUPPORTED, f"architecture {reply.architecture!r} is not amd64 or arm64")
     return reply.architecture
 
 

@@ -9,6 +9,7 @@ import sys
 from datetime import datetime, timezone
 from typing import BinaryIO
 
+from devsy.arch import normalize_arch
 from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, Capabilities, ContainerDetails, ExecRequest, \
     ExecResult, InstanceMount, InstanceStatus, MountType, RunOptions
 from devsy.driver.reuse import check_reuse
@@ -97,8 +98,7 @@ class FakeDriver:
                     remote_user, mount_policy)
 
     def target_architecture(self, workspace_id: str) -> str:
-        machine = platform.machine().lower()
-        return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+        return normalize_arch(platform.machine())
 
     # -- commands ------------------------------------------------------------------------------------------------
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:
