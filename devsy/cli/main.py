@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from devsy.driver.provider_table import help_text as provider_help
 from devsy.errors import Cancelled, DevsyError
 from devsy.ssh.redaction import redact_error
 
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "git:URL, or an image reference).")
     up.add_argument("source", metavar="SOURCE")
     up.add_argument("--id", dest="workspace_id", help="workspace id (1-63 of a-z, 0-9, '-'; default: from SOURCE)")
-    up.add_argument("--provider", help="backend provider (default: the workspace's, else docker)")
+    up.add_argument("--provider", help=provider_help())
     up.add_argument("--provider-option", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                     help="provider option, repeatable; docker: NETWORK_MODE=default|host|none|bridge, STOP_TIMEOUT=S")
     up.add_argument("--recreate", action="store_true",
