@@ -1,15 +1,18 @@
-"""The provider table: which providers the harness can drive, and how each is named on the devsy command line.
+"""The harness's provider columns: one per named row of devsy's provider table (devsy/driver/provider_table.py).
 
-A provider id is `<kind>-<backend>` (CATALOGUE.md). New providers join by adding a row to PROVIDERS (and, for a new
-backend, a probe in harness/probes.py and an inspector in harness/backends/).
+A column id is `<kind>-<backend>` (CATALOGUE.md). The harness adds only what is true of this host, by backend
+(HOST_OPTIONS); the inspector of each backend is in harness/backends/. A provider joins by adding its row to devsy's
+table (and, for a new backend, a probe in harness/probes.py and an inspector in harness/backends/).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from devsy.driver.provider_table import provider_rows
+
+# The kinds a case applies to unless its manifest entry says otherwise: `remote` cases opt in (scenarios/).
 KINDS = ("builtin", "external")
-BACKENDS = ("docker", "microsandbox")
 
 
 class ProviderSelectionError(ValueError):
@@ -18,7 +21,7 @@ class ProviderSelectionError(ValueError):
 
 @dataclass(frozen=True)
 class Provider:
-    """One column of the parity table: a kind (builtin|external) on a backend (docker|microsandbox)."""
+    """One column of the parity table: a kind (builtin|external|remote) on a backend (docker|microsandbox)."""
 
     kind: str
     backend: str
@@ -41,24 +44,26 @@ class Provider:
         return self.name
 
 
-# dockerd runs with --bridge=none here: containers only reach loopback fixtures with host networking.
-_HOST_NETWORK = (("NETWORK_MODE", "host"),)
+# dockerd runs with --bridge=none here: containers only reach loopback fixtures with host networking. msb's defaults
+# serve (a VM reaches loopback through msb). A remote-docker case passes its own PROVIDER_CONFIG
+# (scenarios/support_remote.py); its runtime is Docker here, so it gets the same network option.
+HOST_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {"docker": (("NETWORK_MODE", "host"),)}
 
-PROVIDERS: tuple[Provider, ...] = (
-    Provider(kind="builtin", backend="docker", cli_args=("--provider", "docker"), default_options=_HOST_NETWORK),
-    # devsy-provider-docker: the same driver behind Runtime Protocol v1, so the same options.
-    Provider(kind="external", backend="docker", cli_args=("--provider", "external-docker"),
-             default_options=_HOST_NETWORK),
-    # msb's defaults serve: these providers have no host-specific option (a VM reaches loopback through msb).
-    Provider(kind="builtin", backend="microsandbox", cli_args=("--provider", "microsandbox")),
-    Provider(kind="external", backend="microsandbox", cli_args=("--provider", "external-microsandbox")),
-    # devsy-provider-docker served on a remote machine (agent.local: false) by the devsy agent there; a case passes
-    # its own PROVIDER_CONFIG (scenarios/support_remote.py). Its kind is in no suite's default applicability.
-    Provider(kind="remote", backend="docker", cli_args=("--provider", "remote"), default_options=_HOST_NETWORK),
-)
 
-CATALOGUE_PROVIDER_IDS: tuple[str, ...] = tuple(sorted(
-    [*(f"{kind}-{backend}" for kind in KINDS for backend in BACKENDS), "remote-docker"]))
+def devsy_columns() -> tuple[Provider, ...]:
+    """A column for every devsy provider row with a fixed name (a pattern row such as external:EXECUTABLE names no
+    one provider), with this host's options for its backend."""
+    return tuple(Provider(kind=row.kind, backend=row.backend, cli_args=("--provider", row.name),
+                          default_options=HOST_OPTIONS.get(row.backend, ()))
+                 for row in provider_rows() if not row.pattern)
+
+
+PROVIDERS: tuple[Provider, ...] = devsy_columns()
+
+# The backends with a built-in/external pair to compare (parity verdicts), in table order.
+BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(p.backend for p in PROVIDERS if p.kind in KINDS))
+
+CATALOGUE_PROVIDER_IDS: tuple[str, ...] = tuple(sorted(p.name for p in PROVIDERS))
 
 
 def provider_table() -> dict[str, Provider]:

@@ -1,5 +1,6 @@
-"""The four provider columns the harness drives, how each is named on devsy's command line, and the protocol-level
-handle scenarios use for requests devsy's CLI never sends (against the real devsy-provider-docker)."""
+"""The provider columns the harness drives (one per row of devsy's provider table), how each is named on devsy's
+command line, and the protocol-level handle scenarios use for requests devsy's CLI never sends (against the real
+devsy-provider-docker)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def test_every_catalogue_provider_has_a_row() -> None:
     ("external-docker", ["--provider", "external-docker", "--provider-option", "NETWORK_MODE=host"]),
     ("builtin-microsandbox", ["--provider", "microsandbox"]),
     ("external-microsandbox", ["--provider", "external-microsandbox"]),
+    ("remote-docker", ["--provider", "remote", "--provider-option", "NETWORK_MODE=host"]),
 ])
 def test_each_row_names_its_provider_for_devsy_up(provider: str, args: list[str]) -> None:
     row = provider_table()[provider]

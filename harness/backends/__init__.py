@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -50,19 +51,23 @@ class BackendInspector(Protocol):
     def sweep(self, owned: LabelMatch, keep: LabelMatch) -> SweepOutcome: ...
 
 
+# backend -> the module:class of its inspector, imported on first use (the docker SDK only when Docker is inspected).
+INSPECTORS: dict[str, str] = {
+    "docker": "harness.backends.docker:DockerInspector",
+    "microsandbox": "harness.backends.microsandbox:MicrosandboxInspector",
+}
+
+
 def inspector_for(backend: str) -> BackendInspector:
     """The inspector of a backend named in the provider table."""
-    if backend == "docker":
-        from harness.backends.docker import DockerInspector
-
-        return DockerInspector()
-    if backend == "microsandbox":
-        from harness.backends.microsandbox import MicrosandboxInspector
-
-        return MicrosandboxInspector()
-    raise BackendUnavailable(f"the harness has no inspector for backend {backend!r} yet (harness/backends/)")
+    where = INSPECTORS.get(backend)
+    if where is None:
+        raise BackendUnavailable(f"the harness has no inspector for backend {backend!r} yet (harness/backends/)")
+    module, _, cls = where.partition(":")
+    inspector: BackendInspector = getattr(importlib.import_module(module), cls)()
+    return inspector
 
 
 def inspectable_backends() -> tuple[str, ...]:
     """Backends the sweeper visits."""
-    return ("docker", "microsandbox")
+    return tuple(INSPECTORS)
