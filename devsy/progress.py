@@ -1,6 +1,6 @@
 """Progress on stderr for long steps, so stdout stays free for command output and the `--json` outcome.
 
-Everything Progress prints is devsy's own output, so it passes the redaction filter (devsy/ssh/redaction.py): the
+Everything Progress prints is devsy's own output, so it passes the redaction filter (devsy/redaction.py): the
 configured secrets and the values this process registered (containerEnv, remoteEnv, build args) are masked, in step
 lines and in the live output of builds and lifecycle commands alike.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-from devsy.ssh.redaction import RedactingWriter, configured_secrets, redact_text, registered_count
+from devsy.redaction import RedactingWriter, configured_secrets, redact_text, registered_count
 
 
 class _TextTarget:

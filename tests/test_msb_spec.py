@@ -13,7 +13,7 @@ from devsy.driver.microsandbox.images import resolve_image
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.naming import sandbox_name
 from devsy.driver.microsandbox.options import parse_microsandbox_options
-from devsy.driver.microsandbox.redact import redact_argv
+from devsy.driver.microsandbox.shown_argv import redact_argv
 from devsy.driver.microsandbox.spec import SandboxSpec, build_spec
 from devsy.driver.microsandbox.volumes import ensure_volumes
 from test_msb_fixtures import msb, msb_home, msb_json, no_boot  # noqa: F401 - fixtures

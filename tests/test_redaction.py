@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from devsy.ssh.redaction import MASK, RedactingWriter, Redactor, configured_secrets, redact_text
+from devsy.redaction import MASK, RedactingWriter, Redactor, configured_secrets, redact_error, redact_text
 
 SECRET = b"s3cr3t-token"
+MASKED = MASK.encode()  # the filter works on bytes
 
 
 class HoldsLastByte:
@@ -55,7 +56,7 @@ def test_a_secret_split_at_any_point_is_masked(cut):
     out = flt.feed(b"a " + SECRET[:cut])
     assert out == b"a "  # only the possible start is held back
     out += flt.feed(SECRET[cut:] + b" b")
-    assert out + flt.finish() == b"a " + MASK + b" b"
+    assert out + flt.finish() == b"a " + MASKED + b" b"
 
 
 def test_a_held_prefix_is_released_as_soon_as_it_cannot_be_a_secret():
@@ -82,7 +83,7 @@ def test_end_of_stream_releases_the_held_tail():
 def test_longest_secret_wins_and_overlaps_are_masked():
     flt = Redactor([b"abcd", b"abcdefgh", b"xyz1"])
     out = flt.feed(b"1abcdefgh2abcd3xyz") + flt.feed(b"1") + flt.finish()
-    assert out == b"1" + MASK + b"2" + MASK + b"3" + MASK
+    assert out == b"1" + MASKED + b"2" + MASKED + b"3" + MASKED
 
 
 def test_without_secrets_bytes_pass_untouched():
@@ -101,9 +102,9 @@ def test_writer_masks_across_writes_and_flushes_on_close():
     writer = RedactingWriter(target, [SECRET])
     for piece in (b"key=s3c", b"r3t-token; tail=s3"):
         writer.write(piece)
-    assert target.getvalue() == b"key=" + MASK + b"; tail="
+    assert target.getvalue() == b"key=" + MASKED + b"; tail="
     writer.close()
-    assert target.getvalue() == b"key=" + MASK + b"; tail=s3"
+    assert target.getvalue() == b"key=" + MASKED + b"; tail=s3"
 
 
 def test_redact_text_masks_whole_messages(monkeypatch):
@@ -111,16 +112,33 @@ def test_redact_text_masks_whole_messages(monkeypatch):
     assert redact_text("password hunter22 rejected") == "password *** rejected"
 
 
+def test_every_layer_masks_with_one_mask_and_one_minimum(monkeypatch):
+    """The CLI's error redactor, a provider's request redactor and the MicroSandbox messages agree: `***`, and a
+    value shorter than 4 bytes is left alone everywhere (README.md, "Secrets")."""
+    from devsy.driver.microsandbox.locate import MsbBinary
+    from devsy.driver.microsandbox.msb import MsbClient
+    from devsy.errors import DevsyError
+    from devsy.runtime.launcher import ProviderCommand
+
+    monkeypatch.setenv("DEVSY_REDACT", "hunter22\nabc")
+    shown = {
+        "cli error": redact_error(DevsyError("login hunter22 abc failed")).message,
+        "provider": ProviderCommand("p", args=["--token=hunter22", "abc"]).redactor()("login hunter22 abc failed"),
+        "msb": MsbClient(MsbBinary("msb", (0, 7, 11))).describe(["echo", "hunter22", "abc"], ["hunter22", "abc"]),
+    }
+    assert shown == {"cli error": "login *** abc failed", "provider": "login *** abc failed", "msb": "msb echo *** abc"}
+
+
 @pytest.fixture
 def fresh_registry(monkeypatch):
     """register_secrets is process-wide: each test gets an empty registry, and leaves none behind."""
-    from devsy.ssh import redaction
+    from devsy import redaction
 
     monkeypatch.setattr(redaction, "_registered", set())
 
 
 def test_registered_values_are_configured_secrets(fresh_registry, monkeypatch):
-    from devsy.ssh.redaction import register_secrets
+    from devsy.redaction import register_secrets
 
     monkeypatch.delenv("DEVSY_REDACT", raising=False)
     register_secrets(["container-env-value", "no"])
@@ -131,7 +149,7 @@ def test_a_secret_added_while_its_start_is_held_is_still_masked():
     flt = Redactor([b"abcdefgh"])
     assert flt.feed(b"x abcd") == b"x "  # held: could start the known secret
     flt.add([b"abcdzzzz"])
-    assert flt.feed(b"zzzz y") + flt.finish() == MASK + b" y"
+    assert flt.feed(b"zzzz y") + flt.finish() == MASKED + b" y"
 
 
 def test_drain_releases_the_held_tail_and_the_writer_stays_usable():
@@ -142,12 +160,12 @@ def test_drain_releases_the_held_tail_and_the_writer_stays_usable():
     assert target.getvalue() == b"ends with s3c"
     writer.write(b" then " + SECRET)
     writer.close()
-    assert target.getvalue() == b"ends with s3c then " + MASK
+    assert target.getvalue() == b"ends with s3c then " + MASKED
 
 
 def test_progress_masks_a_registered_secret_split_across_raw_output(fresh_registry):
     from devsy.progress import Progress
-    from devsy.ssh.redaction import register_secrets
+    from devsy.redaction import register_secrets
 
     stream = io.StringIO()
     progress = Progress(stream)

@@ -13,9 +13,9 @@ import pytest
 from devsy.driver.base import ExecRequest, HostRequirements, Mount, MountType, RunOptions
 from devsy.driver.docker.options import OPTION_HELP
 from devsy.errors import RecreateRequired
+from devsy.redaction import MASK
 from devsy.runtime.errors import ProviderExited
 from devsy.runtime.plugin_client import PluginClient
-from devsy.runtime.redact import REDACTED
 from devsy.runtime.testing import RunningProvider, docker_command, running
 
 pytestmark = pytest.mark.usefixtures("guest_image")
@@ -96,7 +96,7 @@ def test_mount_sources_in_backend_errors_are_redacted(provider: RunningProvider,
             provider.client.run_image(ws, options)
         text = str(info.value) + getattr(info.value, "runtime_message", "")
         assert secret_path not in text and secret_path.rsplit("/", 1)[1] not in text
-        assert REDACTED in text  # the engine did name the path: it was removed, not absent
+        assert MASK in text  # the engine did name the path: it was removed, not absent
         assert secret_path not in provider.plugin.provider.stderr_tail()
     finally:
         for container in docker_client.containers.list(all=True, filters={"label": f"dev.devsy.workspace={ws}"}):

@@ -8,12 +8,12 @@ import pytest
 from devsy.driver.base import HostRequirements, Mount, MountType, RunOptions
 from devsy.driver.reuse import mount_policy
 from devsy.errors import NotFound, RecreateRequired
+from devsy.redaction import MASK, Redactor
 from devsy.runtime.convert import run_options, run_request
 from devsy.runtime.errors import IncompatibleVersion, InvalidProviderInfo, error_for
 from devsy.runtime.handshake import parse_line
 from devsy.runtime.errors import HandshakeError
 from devsy.runtime.info_check import validate_info
-from devsy.runtime.redact import REDACTED, Redactor
 from devsy.runtime.sdk.reuse import expected_policy
 from devsy.runtime.status import GRPC_CODE, RuntimeErrorInfo, to_status
 from devsy.runtime.v1 import runtime_pb2 as pb
@@ -85,7 +85,7 @@ def test_host_errors_are_classified_by_code_and_kind() -> None:
 def test_redactor_removes_secrets_and_keeps_short_values() -> None:
     redact = Redactor(["s3cret-token", "--password=hunter22", "on"])
     text = redact("token s3cret-token, flag --password=hunter22, raw hunter22, on")
-    assert "s3cret" not in text and "hunter22" not in text and text.count(REDACTED) == 3
+    assert "s3cret" not in text and "hunter22" not in text and text.count(MASK) == 3
     assert text.endswith("on")
 
 

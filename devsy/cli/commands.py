@@ -15,7 +15,7 @@ from devsy.devcontainer import workspace_ops
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.errors import Cancelled, UsageError
 from devsy.progress import Progress
-from devsy.ssh.redaction import RedactingWriter, configured_secrets
+from devsy.redaction import RedactingWriter, configured_secrets
 from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
 
 

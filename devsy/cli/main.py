@@ -9,7 +9,7 @@ from pathlib import Path
 
 from devsy.driver.provider_table import help_text as provider_help
 from devsy.errors import Cancelled, DevsyError
-from devsy.ssh.redaction import redact_error
+from devsy.redaction import redact_error
 
 _DESCRIPTION = """\
 devsy brings up a devcontainer (devcontainer.json) as a container or microVM and gives you commands to work in it.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from devsy.devcontainer.config import DevContainerConfig
-from devsy.ssh.redaction import register_secrets
+from devsy.redaction import register_secrets
 
 
 def config_secrets(config: DevContainerConfig) -> list[str]:

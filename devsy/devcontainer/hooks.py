@@ -16,7 +16,7 @@ from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.driver.base import Driver, ExecRequest
 from devsy.errors import CommandFailed
 from devsy.progress import Progress
-from devsy.ssh.redaction import Redactor, configured_secrets, register_secrets
+from devsy.redaction import Redactor, configured_secrets, register_secrets
 
 _TAIL_BYTES = 2048
 

@@ -16,10 +16,10 @@ from typing import BinaryIO
 import grpc
 
 from devsy.driver.base import ExecRequest, ExecResult
+from devsy.redaction import Redactor
 from devsy.runtime.constants import MAX_FRAME
 from devsy.runtime.errors import RuntimeProtocolError
 from devsy.runtime.host_errors import map_rpc_error
-from devsy.runtime.redact import Redactor
 from devsy.runtime.v1 import runtime_pb2 as pb
 from devsy.runtime.v1 import runtime_pb2_grpc
 

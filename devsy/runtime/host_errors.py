@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 
 from devsy.errors import Cancelled, DevsyError
+from devsy.redaction import Redactor
 from devsy.runtime.errors import ProviderUnavailable, RuntimeProtocolError, RuntimeTimeout, Unsupported, error_for
-from devsy.runtime.redact import Redactor
 from devsy.runtime.status import DetailError, from_error
 
 _AUTHORS = "report this to the provider's authors"

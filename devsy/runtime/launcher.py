@@ -17,8 +17,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from devsy.redaction import Redactor
 from devsy.runtime.constants import is_transport_key
-from devsy.runtime.redact import Redactor
 from devsy.runtime.supervisor_config import SupervisorConfig
 
 _STDERR_TAIL_BYTES = 16 * 1024

@@ -20,10 +20,10 @@ from devsy.devcontainer.workspace_ops import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled
 from devsy.progress import Progress
+from devsy.redaction import RedactingWriter, configured_secrets
 from devsy.ssh import terminal
 from devsy.ssh.client import PtyRequest, SessionEnd, SessionRequest, open_session, pump_until_end, write_all
 from devsy.ssh.connection import AgentPath, lost_session_error, open_agent_connection, raise_for_tunnel, server_args
-from devsy.ssh.redaction import RedactingWriter, configured_secrets
 from devsy.ssh.tunnel import AgentTunnel
 
 

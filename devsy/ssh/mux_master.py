@@ -33,11 +33,11 @@ from devsy.devcontainer.workspace_ops import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import DevsyError
 from devsy.progress import Progress
+from devsy.redaction import RedactingWriter, configured_secrets
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
 from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
 from devsy.ssh.mux_protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
 from devsy.ssh.mux_spawn import master_log
-from devsy.ssh.redaction import RedactingWriter, configured_secrets
 
 log = logging.getLogger("devsy.ssh.master")
 CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound

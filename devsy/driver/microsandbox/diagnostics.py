@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 from devsy.driver.microsandbox.errors import BootFailed
 from devsy.driver.microsandbox.msb import MsbClient, error_summary
-from devsy.driver.microsandbox.redact import redact_text
 from devsy.errors import DriverError
+from devsy.redaction import redact_text
 
 _DIAGNOSTIC_TIMEOUT_S = 30.0
 _LOG_LINES = 4

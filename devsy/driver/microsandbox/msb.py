@@ -23,8 +23,9 @@ from devsy.driver.base import CancelToken
 from devsy.driver.microsandbox.errors import MsbCommandError, MsbTimeout
 from devsy.driver.microsandbox.locate import MsbBinary
 from devsy.driver.microsandbox.process import stop_group
-from devsy.driver.microsandbox.redact import redact_argv, redact_text, shell_words
+from devsy.driver.microsandbox.shown_argv import redact_argv, shell_words
 from devsy.errors import AlreadyExists, Cancelled, NotFound
+from devsy.redaction import redact_text
 
 TAIL_LINES = 12
 

@@ -1,7 +1,7 @@
 """A sandbox spec: RunOptions + provider options, validated, and rendered as the `msb run --detach` argument list.
 
 Everything that can be refused is refused while building the spec, before any msb command runs. The argv holds env
-values and mount sources; show it only through `redact.redact_argv`.
+values and mount sources; show it only through `shown_argv.redact_argv`.
 """
 
 from __future__ import annotations

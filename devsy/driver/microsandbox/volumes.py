@@ -7,7 +7,7 @@ caller's list while a run is in progress; a volume that already existed is mount
 from __future__ import annotations
 
 from devsy.driver.microsandbox.msb import MsbClient
-from devsy.driver.microsandbox.redact import MASK
+from devsy.redaction import MASK
 
 VOLUME_TIMEOUT_S = 60.0
 

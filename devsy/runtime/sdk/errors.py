@@ -13,8 +13,8 @@ from typing import NoReturn
 import grpc
 
 from devsy.errors import DevsyError
+from devsy.redaction import Redactor
 from devsy.runtime.errors import code_of
-from devsy.runtime.redact import Redactor
 from devsy.runtime.status import RuntimeErrorInfo, to_status
 
 _MAX_RUNTIME_MESSAGE = 2048

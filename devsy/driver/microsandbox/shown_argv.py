@@ -1,23 +1,22 @@
-"""Keeping secrets out of every message: env values and mount sources never appear in errors or logs.
+"""How an msb command line is shown: env values and mount sources masked by their flag, whatever their length.
 
-msb takes env values on its command line (`-e K=V`) and echoes mount sources in its own errors ("bind host path must
-not contain ...: /home/me/secret"), so both the argv we show and the stderr we quote are scrubbed.
+msb takes env values on its command line (`-e K=V`) and mount sources as flag values (`--mount-dir SRC:DEST`), so the
+argv devsy shows in an error or a log is masked by position here; the stderr msb prints is masked by value with
+devsy/redaction.py. The argv itself is built in spec.py.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from devsy.driver.microsandbox.naming import LABEL_CREATED_VOLUMES
+from devsy.redaction import MASK
 
-MASK = "***"
 _ENV_FLAGS = ("-e", "--env")
 _SOURCE_FLAGS = ("--mount-dir", "--mount-file", "--mount-named")
 # Label values that name mount sources (the volumes devsy created) are masked like the sources themselves.
 _SECRET_LABELS = (LABEL_CREATED_VOLUMES,)
-# A value this short would mask half of any message if replaced everywhere; it is masked as a whole word instead.
-_SHORT = 4
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
@@ -49,16 +48,6 @@ def _mask_env(assignment: str) -> str:
 def _mask_source(spec: str) -> str:
     _source, sep, rest = spec.partition(":")
     return f"{MASK}:{rest}" if sep else MASK
-
-
-def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced by ***, longest secrets first."""
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        if len(secret) >= _SHORT:
-            text = text.replace(secret, MASK)
-        else:
-            text = re.sub(rf"(?<![\w./-]){re.escape(secret)}(?![\w./-])", MASK, text)
-    return text
 
 
 def shell_words(argv: Sequence[str]) -> str:

@@ -1,10 +1,16 @@
-"""One streaming redaction filter for what devsy itself prints (progress, hook and build output, diagnostics,
-errors). The bytes of `devsy exec` and `devsy ssh` sessions never pass through it (README.md, "Secrets").
+"""Keeping secrets out of everything devsy itself prints, logs or reports (README.md, "Secrets"), in every layer.
 
-Secrets come from `DEVSY_REDACT` (one secret per line), from the values a command was given (`--env KEY=VALUE`) and
-from the values this process registered with `register_secrets` (containerEnv, remoteEnv, build args and mount
-sources of the config it loaded: devsy/devcontainer/config_secrets.py); values shorter than MIN_SECRET_LEN are not treated as secrets, because masking "1" or "yes" everywhere
-would destroy ordinary output while hiding nothing. Each occurrence is replaced by `***`.
+One mask (`MASK`), one minimum length (`MIN_SECRET_LEN`), one matcher (`Redactor`: a whole text with `redactor(text)`,
+a stream with `feed`/`finish`, a binary stream with `RedactingWriter`), one process-wide registry of secrets
+(`register_secrets`, `configured_secrets`) and the error redactor the CLI applies before printing (`redact_error`).
+The bytes of `devsy exec` and `devsy ssh` sessions never pass through here: they are the guest's data.
+
+A secret is every line of `DEVSY_REDACT`, every registered value (containerEnv, remoteEnv, build args and mount
+sources of the config this process loaded: devsy/devcontainer/config_secrets.py) and the values a caller adds (the
+env, argv and mount sources of the request it serves). Values shorter than MIN_SECRET_LEN bytes are not secrets:
+masking "1" or "yes" everywhere would destroy ordinary output while hiding nothing. A value of the form `KEY=VALUE`
+or `--flag=value` (an argv element) also masks its part after the first `=`, which is how it appears on its own.
+Credentials in URLs are removed, not masked, by `redact_url` in devsy/workspace/source.py (URL syntax, not values).
 
 Streaming rule: the filter holds back only a tail that could still become a secret, i.e. at most len(secret)-1
 bytes, and releases it as soon as the next bytes show it cannot (or at end of stream). It never holds a byte that
@@ -23,12 +29,19 @@ from devsy.errors import DevsyError
 
 REDACT_ENV = "DEVSY_REDACT"
 MIN_SECRET_LEN = 4
-MASK = b"***"
+MASK = "***"
+_MASK_BYTES = MASK.encode()
+
+Secret = str | bytes
 
 # Values this process passes on (environment, build args, mount sources): secrets of all it prints from then on.
 # Process-wide, because an error raised deep in a driver is printed by the CLI, which never saw the config.
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
+
+
+def _as_bytes(value: Secret) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
 
 
 def register_secrets(values: Iterable[str]) -> None:
@@ -48,15 +61,15 @@ def configured_secrets(extra: Iterable[str] = ()) -> list[bytes]:
     with _registered_lock:
         registered = list(_registered)
     values = [*os.environ.get(REDACT_ENV, "").splitlines(), *registered, *extra]
-    secrets = {v.encode("utf-8", "surrogateescape") for v in values if len(v.encode("utf-8", "surrogateescape"))
-               >= MIN_SECRET_LEN}
+    secrets = {_as_bytes(v) for v in values if len(_as_bytes(v)) >= MIN_SECRET_LEN}
     return sorted(secrets, key=lambda s: (-len(s), s))
 
 
 class Redactor:
-    """Feed bytes in order with `feed`; call `finish` at end of stream. Each returns what may be released now."""
+    """Masks every known secret: `redactor(text)` for a whole message; for a stream, feed bytes in order with `feed`
+    and call `finish` at its end (each returns what may be released now)."""
 
-    def __init__(self, secrets: Iterable[bytes]) -> None:
+    def __init__(self, secrets: Iterable[Secret] = ()) -> None:
         self._secrets: set[bytes] = set()
         self._pattern: re.Pattern[bytes] | None = None
         self._prefixes: set[bytes] = set()
@@ -64,9 +77,14 @@ class Redactor:
         self._pending = b""
         self.add(secrets)
 
-    def add(self, secrets: Iterable[bytes]) -> None:
+    def add(self, secrets: Iterable[Secret]) -> None:
         """Mask these too from now on; a held tail is matched against the new set at the next feed or finish."""
-        new = {bytes(s) for s in secrets if s} - self._secrets
+        new: set[bytes] = set()
+        for secret in secrets:
+            raw = _as_bytes(secret)
+            # The part after "=" of "KEY=VALUE" or "--flag=value" is the value itself, and may be shown alone.
+            new.update(v for v in (raw, raw.partition(b"=")[2]) if len(v) >= MIN_SECRET_LEN)
+        new -= self._secrets
         if not new:
             return
         self._secrets |= new
@@ -75,6 +93,12 @@ class Redactor:
         self._pattern = re.compile(b"|".join(re.escape(s) for s in ordered))
         self._prefixes = {s[:k] for s in ordered for k in range(1, len(s))}
         self._longest = len(ordered[0])
+
+    def __call__(self, text: str) -> str:
+        """`text` (a whole message) with every secret masked; independent of any stream being fed."""
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(_MASK_BYTES, _as_bytes(text)).decode("utf-8", "surrogateescape")
 
     def feed(self, data: bytes) -> bytes:
         if self._pattern is None:
@@ -85,7 +109,7 @@ class Redactor:
             hold = self._hold_start(buffer, position)
             match = self._pattern.search(buffer, position)
             if match is not None and match.start() < hold:
-                out += [buffer[position:match.start()], MASK]
+                out += [buffer[position:match.start()], _MASK_BYTES]
                 position = match.end()
                 continue
             out.append(buffer[position:hold])
@@ -98,7 +122,7 @@ class Redactor:
         if self._pattern is None:
             return b""
         rest, self._pending = self._pending, b""
-        return self._pattern.sub(MASK, rest)
+        return self._pattern.sub(_MASK_BYTES, rest)
 
     def _hold_start(self, buffer: bytes, position: int) -> int:
         """Index of the earliest tail of `buffer` that is a proper prefix of a secret (len(buffer) if none)."""
@@ -115,13 +139,13 @@ class RedactingWriter:
     writer may also be flushed from the main thread at the end.
     """
 
-    def __init__(self, target: BinaryIO, secrets: Iterable[bytes]) -> None:
+    def __init__(self, target: BinaryIO, secrets: Iterable[Secret]) -> None:
         self._target = target
         self._redactor = Redactor(secrets)
         self._lock = threading.Lock()
         self.closed = False
 
-    def add_secrets(self, secrets: Iterable[bytes]) -> None:
+    def add_secrets(self, secrets: Iterable[Secret]) -> None:
         with self._lock:
             self._redactor.add(secrets)
 
@@ -158,16 +182,15 @@ class RedactingWriter:
             self._target.flush()
 
 
-def redact_text(text: str, secrets: Iterable[bytes] | None = None) -> str:
-    """A whole message (an error, a diagnostic) with the configured secrets masked."""
-    redactor = Redactor(configured_secrets() if secrets is None else secrets)
-    raw = text.encode("utf-8", "surrogateescape")
-    return (redactor.feed(raw) + redactor.finish()).decode("utf-8", "surrogateescape")
+def redact_text(text: str, secrets: Iterable[Secret] | None = None) -> str:
+    """A whole message (an error, a diagnostic) with `secrets` masked, by default the configured ones."""
+    return Redactor(configured_secrets() if secrets is None else secrets)(text)
 
 
 def redact_error(error: DevsyError) -> DevsyError:
     """The same error with the configured secrets masked in its message and hint (it is about to be printed)."""
     secrets = configured_secrets()
     if secrets:
-        error.message, error.hint = redact_text(error.message, secrets), redact_text(error.hint, secrets)
+        redact = Redactor(secrets)
+        error.message, error.hint = redact(error.message), redact(error.hint)
     return error
