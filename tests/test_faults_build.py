@@ -23,9 +23,11 @@ from conftest import DEVSY, HOST_NET, cli_env, make_project
 from devsy.devcontainer.build_context import Limits, context_archive
 from devsy.devcontainer.config import BuildConfig
 from devsy.devcontainer.image_prepare import remove_built_images
+from devsy.driver.docker.engine import engine_address
 from devsy.errors import ImageError
 
-REAL_ENGINE = "/var/run/docker.sock"
+# The relay forwards to the engine DOCKER_HOST names (a unix socket), not to a fixed path that may be no engine.
+REAL_ENGINE = engine_address().removeprefix("unix://")
 
 
 @pytest.fixture
