@@ -171,8 +171,9 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         user = remote_user(config, found.labels.get(LABEL_REMOTE_USER, record.remote_user))
         if driver.capabilities().reuse_preflight:
             driver.reuse_preflight(record.id, user, workspace_mount(config, folder, user).policy)
-        unfinished = bool(record.create_hooks_pending) and \
-            found.labels.get(LABEL_CREATE_ATTEMPT) == record.create_hooks_pending
+        label = found.labels.get(LABEL_CREATE_ATTEMPT, "")
+        # No label: an instance of an older devsy, or a provider that reports none, whose hooks count as done.
+        unfinished = bool(label) and not _create_hooks_done(record, label)
         if not found.running:
             with progress.step(f"starting workspace {record.id}"):
                 driver.start(record.id)
@@ -181,7 +182,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
             found = driver.find(record.id) or found
         if unfinished:
             # The `up` that created this instance ended (killed, or its hook failed) before its create hooks did.
-            _run_create_hooks(driver, record, config, user, paths, attempt, progress)
+            _run_create_hooks(driver, record, label, config, user, paths, attempt, progress)
         record.remote_user = user
         return found, True
     image = prepare_image(config, record.id, network_mode=network_mode_of(driver.name, record.provider_options),
@@ -198,38 +199,36 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     )
     if config.override_command:
         options.entrypoint, options.cmd = list(KEEP_ALIVE_ENTRYPOINT), list(KEEP_ALIVE_ARGS)
-    # Saved before the instance exists, so no moment has an instance whose unfinished hooks nobody knows about.
-    record.create_hooks_pending, record.create_hooks_done = create_attempt, []
-    _save_hook_progress(paths, attempt, record)
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
     attempt.replaced_instance = found is not None
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
     _require_user(driver, record.id, user, image.ref)
-    _run_create_hooks(driver, record, config, user, paths, attempt, progress)
+    _run_create_hooks(driver, record, create_attempt, config, user, paths, attempt, progress)
     record.remote_user = user
     return instance, False
 
 
-def _run_create_hooks(driver: Driver, record: WorkspaceRecord, config: DevContainerConfig, user: str,
-                      paths: WorkspacePaths, attempt: _Attempt, progress: Progress) -> None:
-    """The create hooks the instance has not completed; each one's completion is on disk before the next starts."""
+def _create_hooks_done(record: WorkspaceRecord, create_attempt: str) -> bool:
+    return record.create_hooks_attempt == create_attempt and set(CREATE_HOOKS) <= set(record.create_hooks_done)
+
+
+def _run_create_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, config: DevContainerConfig,
+                      user: str, paths: WorkspacePaths, attempt: _Attempt, progress: Progress) -> None:
+    """The create hooks the instance (of `create_attempt`) has not completed; each one's completion is on disk
+    before the next starts, so a killed `up` leaves the next one exactly the hooks still to run."""
+    if record.create_hooks_attempt != create_attempt:
+        record.create_hooks_attempt, record.create_hooks_done = create_attempt, []
 
     def completed(name: str) -> None:
         record.create_hooks_done.append(name)
-        if set(CREATE_HOOKS) <= set(record.create_hooks_done):
-            record.create_hooks_pending, record.create_hooks_done = "", []
-        _save_hook_progress(paths, attempt, record)
+        # Only the hook markers change on disk: if the up fails later, the record must still describe the instance.
+        attempt.on_disk = dataclasses.replace(attempt.on_disk, create_hooks_attempt=create_attempt,
+                                              create_hooks_done=list(record.create_hooks_done))
+        save_record(paths, attempt.on_disk)
 
     run_create_hooks(driver, record.id, config, user=user, progress=progress, done=tuple(record.create_hooks_done),
                      on_done=completed)
-
-
-def _save_hook_progress(paths: WorkspacePaths, attempt: _Attempt, record: WorkspaceRecord) -> None:
-    # Only the hook markers change on disk: if the up fails, the record must still describe the instance there.
-    attempt.on_disk = dataclasses.replace(attempt.on_disk, create_hooks_pending=record.create_hooks_pending,
-                                          create_hooks_done=list(record.create_hooks_done))
-    save_record(paths, attempt.on_disk)
 
 
 _USER_NOT_CHECKABLE = (126, 127)  # no `id` in the image (distroless): the first exec will tell

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 RECORD_VERSION = 1
 _SOURCE_KINDS = ("local", "git", "image")
 _STRING_FIELDS = ("id", "uid", "source_kind", "source_value", "provider", "created_at", "ssh_config")
-_OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path", "create_hooks_pending")
+_OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path", "create_hooks_attempt")
 
 
 def utc_now_rfc3339() -> str:
@@ -47,12 +47,10 @@ class WorkspaceRecord:
     remote_user: str = ""
     workspace_folder: str = ""
     config_path: str = ""
-    # The create attempt whose onCreate/postCreate hooks have not completed yet (a label on its instance), or "".
-    # Set before the instance is created and cleared only after the hooks succeeded, so an `up` killed in between
-    # leaves the next `up` a way to know it must run them again.
-    create_hooks_pending: str = ""
-    # Of that attempt's create hooks, those that completed (CREATE_HOOKS names), each saved as it succeeds: a rerun
-    # starts at the first that did not, so a hook that finished never runs twice on one instance.
+    # Which create hooks (hooks.CREATE_HOOKS names) completed on the instance made by create attempt
+    # `create_hooks_attempt` (the instance's create-attempt label); each is saved as it succeeds. An instance whose
+    # label names another attempt, or whose hooks are not all listed, did not finish them: `up` runs the rest.
+    create_hooks_attempt: str = ""
     create_hooks_done: list[str] = field(default_factory=list)
 
     @classmethod
@@ -120,7 +118,7 @@ class WorkspaceRecord:
             remote_user=data.get("remote_user", ""),
             workspace_folder=data.get("workspace_folder", ""),
             config_path=data.get("config_path", ""),
-            create_hooks_pending=data.get("create_hooks_pending", ""),
+            create_hooks_attempt=data.get("create_hooks_attempt", ""),
             create_hooks_done=list(done),
         )
 
