@@ -60,8 +60,8 @@ MANIFEST = Manifest(
                 Case("binary-roundtrip", "1 MiB of random bytes through stdin -> stdout, byte-exact (sha256)"),
                 Case("stderr-separate", "stderr without a trailing newline arrives exactly, on stderr only"),
                 Case("exit-status", "exit 23 in the guest -> devsy ssh exits 23; a signal -> 128+n"),
-                Case("redaction-boundary", "a secret's first bytes at a read boundary pass the tunnel unaltered and "
-                     "without stall; exec output is still redacted"),
+                Case("redaction-boundary", "a secret's first bytes at a read boundary pass the tunnel and exec "
+                     "unaltered and without stall; what devsy itself prints is still redacted"),
                 Case("openssh-client", "the real OpenSSH `ssh <ws>.devsy CMD` works through the written entry"),
                 Case("large-stream", "64 MiB each way, byte-exact; throughput recorded"),
             ),
