@@ -4,6 +4,7 @@ redacted errors, bounded and cancellable commands."""
 from __future__ import annotations
 
 import stat
+import time
 from pathlib import Path
 
 import psutil
@@ -92,12 +93,27 @@ def test_failure_messages_carry_msb_stderr_and_hide_env_values(msb_home: Path, m
 
 def test_commands_are_bounded_and_stop_their_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    slow = _script(tmp_path / "slow-msb", f'sleep 300 & echo $! > "{pidfile}"\nwait')
+    # The pid goes to a temporary name first: the file appears whole, or not at all.
+    slow = _script(tmp_path / "slow-msb",
+                   f'sleep 300 & echo $! > "{pidfile}.tmp"; mv "{pidfile}.tmp" "{pidfile}"\nwait')
     client = MsbClient(MsbBinary(str(slow), (0, 7, 11)))
-    with pytest.raises(MsbTimeout, match="did not finish within 1 s"):
-        client.run(["inspect", "x"], action="inspecting", timeout=1)
+    # 5 s: ample for a loaded machine to start the script and its child, so the kill finds the tree it must stop.
+    with pytest.raises(MsbTimeout, match="did not finish within 5 s"):
+        client.run(["inspect", "x"], action="inspecting", timeout=5)
+    assert pidfile.exists(), "the fake msb did not start its child within the 5 s timeout"
     grandchild = int(pidfile.read_text())
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    # A SIGKILLed process dies asynchronously: give it a bounded moment to become a zombie or vanish.
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(grandchild) and _status(grandchild) != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the grandchild outlived the timed-out command's group kill"
+        time.sleep(0.05)  # polling a process's state under a deadline, not a synchronization
+
+
+def _status(pid: int) -> str:
+    try:
+        return psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
+        return psutil.STATUS_ZOMBIE  # gone is as good as dead
 
 
 def test_cancelled_command_is_stopped_and_reported(tmp_path: Path) -> None:
