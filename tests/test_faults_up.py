@@ -90,14 +90,10 @@ def test_a_failed_recreate_says_the_old_instance_was_replaced(devsy: DevsyCli, w
 # -- fault 3: an up killed during postCreateCommand ------------------------------------------------------------------
 def test_an_up_killed_during_post_create_reruns_it_next_time(devsy: DevsyCli, ws_id: str, guest_image: str,
                                                              tmp_path: Path) -> None:
-    project = tmp_path / "p"
-    project.mkdir()
-    started = project / "started.fifo"
-    os.mkfifo(started)
-    hook = "echo run >> runs.log; if [ ! -e release ]; then echo started > started.fifo; sleep infinity; fi"
-    make_project(project, {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
-                           "postCreateCommand": hook})
-    _kill_up_when_signalled(devsy, ws_id, project, started)
+    hook = f"echo run >> runs.log; {_BLOCK_UNTIL_RELEASED}"
+    project = make_project(tmp_path / "p", {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
+                                            "postCreateCommand": hook})
+    _kill_up_when_signalled(devsy, ws_id, project)
     assert (project / "runs.log").read_text() == "run\n"
     (project / "release").touch()
     devsy.up(project, "--id", ws_id, *HOST_NET)
@@ -109,22 +105,24 @@ def test_an_up_killed_during_post_create_reruns_it_next_time(devsy: DevsyCli, ws
 
 def test_an_up_killed_after_its_create_hooks_completed_does_not_rerun_them(devsy: DevsyCli, ws_id: str,
                                                                             guest_image: str, tmp_path: Path) -> None:
-    project = tmp_path / "p"
-    project.mkdir()
-    started = project / "started.fifo"
-    os.mkfifo(started)
-    blocking = "if [ ! -e release ]; then echo started > started.fifo; sleep infinity; fi"
-    make_project(project, {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
-                           "postCreateCommand": "echo run >> post-create.log", "postStartCommand": blocking})
-    _kill_up_when_signalled(devsy, ws_id, project, started)  # in postStartCommand: every create hook is done
+    project = make_project(tmp_path / "p", {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
+                                            "postCreateCommand": "echo run >> post-create.log",
+                                            "postStartCommand": _BLOCK_UNTIL_RELEASED})
+    _kill_up_when_signalled(devsy, ws_id, project)  # in postStartCommand: every create hook is done
     (project / "release").touch()
     devsy.up(project, "--id", ws_id, *HOST_NET)
     assert (project / "on-create.log").read_text() == "run\n"
     assert (project / "post-create.log").read_text() == "run\n"
 
 
-def _kill_up_when_signalled(devsy: DevsyCli, ws_id: str, project: Path, started: Path) -> None:
-    """Start `devsy up`, wait (bounded) until a hook writes to the `started` FIFO, then SIGKILL the whole CLI."""
+# A hook that tells the test it runs (through the project's FIFO), then blocks until the test creates `release`.
+_BLOCK_UNTIL_RELEASED = "if [ ! -e release ]; then echo started > started.fifo; sleep infinity; fi"
+
+
+def _kill_up_when_signalled(devsy: DevsyCli, ws_id: str, project: Path) -> None:
+    """Start `devsy up`, wait (bounded) until a hook writes to the project's FIFO, then SIGKILL the whole CLI."""
+    started = project / "started.fifo"
+    os.mkfifo(started)
     # O_RDWR: the hook's write never blocks on a missing reader, and select sees only real data, never EOF.
     signal_fd = os.open(started, os.O_RDWR | os.O_NONBLOCK)
     proc = subprocess.Popen([*DEVSY, "up", str(project), "--id", ws_id, *HOST_NET], env=cli_env(devsy),
