@@ -72,7 +72,9 @@ class Redactor:
     def __init__(self, secrets: Iterable[Secret] = ()) -> None:
         self._secrets: set[bytes] = set()
         self._pattern: re.Pattern[bytes] | None = None
-        self._prefixes: set[bytes] = set()
+        # Secrets by their first byte: where a held tail could start (memory linear in the secrets' length; a set
+        # of every prefix would be quadratic: gigabytes for one long `sh -c` script among an exec's argv).
+        self._by_first: dict[int, list[bytes]] = {}
         self._longest = 0
         self._pending = b""
         self.add(secrets)
@@ -91,7 +93,9 @@ class Redactor:
         ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
         # Longest first: at one position the longest secret wins (a secret that contains another is masked whole).
         self._pattern = re.compile(b"|".join(re.escape(s) for s in ordered))
-        self._prefixes = {s[:k] for s in ordered for k in range(1, len(s))}
+        self._by_first = {}
+        for secret in ordered:
+            self._by_first.setdefault(secret[0], []).append(secret)
         self._longest = len(ordered[0])
 
     def __call__(self, text: str) -> str:
@@ -127,8 +131,11 @@ class Redactor:
     def _hold_start(self, buffer: bytes, position: int) -> int:
         """Index of the earliest tail of `buffer` that is a proper prefix of a secret (len(buffer) if none)."""
         for start in range(max(position, len(buffer) - self._longest + 1), len(buffer)):
-            if buffer[start:] in self._prefixes:
-                return start
+            candidates = self._by_first.get(buffer[start])
+            if candidates:
+                tail = buffer[start:]
+                if any(len(secret) > len(tail) and secret.startswith(tail) for secret in candidates):
+                    return start
         return len(buffer)
 
 

@@ -189,3 +189,21 @@ def test_engine_messages_do_not_quote_mount_sources_or_dockerfile_lines():
     assert engine_message(parse) == "dockerfile parse error line 1: unknown instruction (the line is not repeated)"
     created = "error while creating mount source path '/srv/private/x': mkdir /srv/private: permission denied"
     assert "/srv/private/x" not in engine_message(created)
+
+
+def test_a_long_secret_costs_memory_linear_in_its_length() -> None:
+    """An exec's argv are secrets of its messages, and one may be a long `sh -c` script: a redactor must not keep
+    every prefix of it (8 KiB would be ~32 MiB that way, 128 KiB about 8 GB)."""
+    import tracemalloc
+
+    secret = "s" * 8192
+    tracemalloc.start()
+    try:
+        redactor = Redactor([secret])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"building a redactor for an 8 KiB secret peaked at {peak >> 20} MiB"
+    assert redactor(f"a {secret} b") == f"a {MASK} b"
+    assert redactor.feed(f"x {secret[:100]}".encode()) == b"x "  # a possible start of it is still held back
+    assert redactor.finish() == secret[:100].encode()
