@@ -37,3 +37,22 @@ def test_the_value_option_tables_match_the_parser():
     for table, owner in ((GLOBAL_VALUE_OPTIONS, parser), (EXEC_VALUE_OPTIONS, subcommands["exec"])):
         takes_value = {s for a in owner._actions for s in a.option_strings if a.nargs != 0}
         assert set(table) == takes_value
+
+
+def test_the_ssh_path_imports_no_driver_or_backend_module() -> None:
+    """`devsy ssh` runs often and starts in tens of milliseconds: its parser must not pull in the driver layer (the
+    provider table only feeds `devsy up --help`)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = ("import json, sys\n"
+             "from devsy.cli.main import build_parser\n"
+             "import devsy.cli.ssh_command, devsy.ssh.mux_client\n"
+             "build_parser(['ssh', 'ws', '--command', 'true'])\n"
+             # A None entry is devsy's "unavailable" mark for docker's ssh transport, not a loaded module.
+             "print(json.dumps(sorted(n for n, m in sys.modules.items() if m is not None)))\n")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True,
+                                       timeout=60).stdout)
+    heavy = [name for name in loaded if name.startswith(("devsy.driver", "docker", "paramiko", "grpc"))]
+    assert heavy == [], f"the ssh path imported {heavy}"

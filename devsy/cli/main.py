@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from devsy.driver.provider_table import help_text as provider_help
 from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import redact_error
 
@@ -25,7 +24,17 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _provider_help(argv: list[str] | None) -> str:
+    # The table is read only when `up`'s help can be shown: `devsy ssh` and `exec` must not import the driver layer.
+    if argv is not None and "up" not in argv:
+        return "backend provider (`devsy up --help` lists them)"
+    from devsy.driver.provider_table import help_text
+
+    return help_text()
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; `argv` (the command line to parse) lets it skip what that command line cannot show."""
     parser = argparse.ArgumentParser(prog="devsy", description=_DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", type=Path, help="devsy state directory (default: $DEVSY_HOME or ~/.devsy)")
@@ -42,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "git:URL, or an image reference).")
     up.add_argument("source", metavar="SOURCE")
     up.add_argument("--id", dest="workspace_id", help="workspace id (1-63 of a-z, 0-9, '-'; default: from SOURCE)")
-    up.add_argument("--provider", help=provider_help())
+    up.add_argument("--provider", help=_provider_help(argv))
     up.add_argument("--provider-option", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                     help="provider option, repeatable; docker: NETWORK_MODE=default|host|none|bridge, STOP_TIMEOUT=S")
     up.add_argument("--recreate", action="store_true",
@@ -135,7 +144,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     head, guest_command = _split_guest_command(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(head)
+    args = build_parser(head).parse_args(head)
     if args.command == "exec":
         args.argv = [*args.argv, *guest_command]
     if args.home is not None:
