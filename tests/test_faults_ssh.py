@@ -169,6 +169,7 @@ def test_good_ssh_settings_are_accepted(devsy, name, value):
     ([{"op": "pong"}, {"op": "started"}], True),  # it sent the command on just before it was killed: never rerun
     ([{"op": "pong"}], False),
     ([], False),
+    (None, True),  # a garbled frame: it may have said `started`, so the command is never run again
 ])
 def test_what_a_killed_master_left_unread_decides_whether_the_command_may_rerun(left_unread, started):
     import socket
@@ -178,7 +179,9 @@ def test_what_a_killed_master_left_unread_decides_whether_the_command_may_rerun(
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        for message in left_unread:
+        if left_unread is None:
+            theirs.sendall(b"\xff" * 16)  # no frame header can announce that much
+        for message in left_unread or ():
             MessageStream(theirs).send(message)
         theirs.close()  # the master is dead: its end is closed
         assert _started_before_death(MessageStream(ours)) is started

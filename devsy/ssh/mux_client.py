@@ -202,8 +202,10 @@ def _started_before_death(stream: MessageStream) -> bool:
                 return False
             if message["op"] == "started":
                 return True
-    except (OSError, ProtocolError):  # reset, garbled, or nothing within the bound: it said nothing more
+    except OSError:  # nothing within the bound, or reset: what it sent before dying was read above
         return False
+    except ProtocolError:  # a garbled frame may have been `started`: the outcome is unknown, so never rerun
+        return True
 
 
 class _WedgedAt(Exception):
