@@ -58,13 +58,15 @@ def _read_line(fd: int, timeout: float) -> bytes:
     return line
 
 
-def _start(devsy, docker_client, workspace: str, script: str, nonce: str) -> LiveExec:
-    """`devsy exec` of a script that prints `ready PID...` on stderr; each PID must carry `nonce` in its argv."""
+def _start(devsy, docker_client, workspace: str, script: str, nonce: str, *, ready_on_stdout: bool = False
+           ) -> LiveExec:
+    """`devsy exec` of a script that prints `ready PID...` on stderr (or as its first stdout line); each PID must
+    carry `nonce` in its argv."""
     container = docker_client.containers.list(filters={"label": f"dev.devsy.workspace={workspace}"})[0]
     observer = ProcessObserver.via_docker(container.id)
     proc = subprocess.Popen([*DEVSY, "exec", workspace, "--", "sh", "-c", script], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
-    line = _read_line(proc.stderr.fileno(), READY_TIMEOUT_S)
+    line = _read_line((proc.stdout if ready_on_stdout else proc.stderr).fileno(), READY_TIMEOUT_S)
     match = re.fullmatch(rb"ready ([\d ]+)\n", line)
     if not match:
         proc.kill()
@@ -142,9 +144,13 @@ def test_the_guest_tree_dies_when_the_cli_is_ended(devsy, workspace, docker_clie
 def test_the_guest_tree_dies_when_nobody_reads_the_output_any_more(devsy, workspace, docker_client):
     """Like `devsy exec WS -- sh -c 'head -c 20G /dev/zero | cat' | head -1`: the reader of stdout goes away."""
     nonce = f"nonce-{secrets.token_hex(8)}"
-    # `yes NONCE | grep NONCE` burns CPU for ever and carries the nonce; $! is grep, $$ the shell.
-    script = f': {nonce}; yes {nonce} | grep --line-buffered {nonce} & echo "ready $$ $!" >&2; wait'
-    live = _start(devsy, docker_client, workspace, script, nonce)
+    # `yes NONCE | grep NONCE` burns CPU for ever and carries the nonce; $! is grep, $$ the shell. The ready line
+    # is stdout's first (yes waits on a FIFO until it is out): on stderr it could sit behind a flood of stdout that
+    # fills our unread pipe, since one connection carries both streams in order.
+    gate = f"/tmp/go-{nonce}"
+    script = (f': {nonce}; mkfifo {gate}; (read _ < {gate}; exec yes {nonce}) | grep --line-buffered {nonce} & '
+              f'echo "ready $$ $!"; echo go > {gate}; rm -f {gate}; wait')
+    live = _start(devsy, docker_client, workspace, script, nonce, ready_on_stdout=True)
     try:
         assert _read_line(live.proc.stdout.fileno(), READY_TIMEOUT_S) == f"{nonce}\n".encode()
         ended = time.monotonic()
