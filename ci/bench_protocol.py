@@ -23,7 +23,7 @@ from pathlib import Path
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.driver.docker.driver import DockerDriver
 from devsy.driver.docker.options import DockerOptions
-from devsy.runtime.testing import docker_command, fake_command, running
+from devsy.runtime.host.testing import docker_command, fake_command, running
 
 WARMUP_RUNS = 3
 KEEP_ALIVE = ["/bin/sh"], ["-c", 'trap "exit 0" TERM; while sleep 1000 & wait $!; do :; done']

@@ -5,7 +5,7 @@ session setup time subtracted), and the median `devsy ssh WS --command true` vs 
 last line is the same as one JSON object. Runs each pair interleaved so that background load hits both alike.
 
 `devsy ssh` normally runs its session through the workspace's SSH master (started by the first `devsy ssh`; see
-devsy/ssh/mux_master.py). Besides that steady state, the latency line shows a cold start (the master stopped before
+devsy/ssh/mux/master.py). Besides that steady state, the latency line shows a cold start (the master stopped before
 each run, so the run starts it) and the path without a master (DEVSY_SSH_MUX=0), for reference.
 
     python ci/bench_ssh.py [--runs N] [--latency-runs N] [--image devsy-guest:bookworm]
@@ -41,7 +41,7 @@ def _timed(argv: list[str], env: dict[str, str], stdin_path: Path | None = None,
 
 def _cold(ssh: list[str], env: dict[str, str], home: Path, workspace: str) -> float:
     """One `devsy ssh ... true` that has to start the workspace's SSH master (stopped first, untimed)."""
-    from devsy.ssh.mux_client import stop_master
+    from devsy.ssh.mux.client import stop_master
 
     uid = json.loads((home / "workspaces" / workspace / "workspace.json").read_text())["uid"]
     stop_master(home, workspace, uid)

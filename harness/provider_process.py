@@ -82,8 +82,8 @@ class ProviderProcess:
 def provider_process(provider: Provider, deadline: Deadline) -> Iterator[ProviderProcess]:
     """A fresh process of `provider`'s executable (external kinds only), shut down cleanly on exit."""
     from devsy.driver.external.providers import is_external, provider_command
-    from devsy.runtime.client import RuntimeClient
-    from devsy.runtime.plugin_client import PluginClient
+    from devsy.runtime.host.client import RuntimeClient
+    from devsy.runtime.host.plugin_client import PluginClient
 
     name = provider.cli_args[provider.cli_args.index("--provider") + 1]
     if not is_external(name):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from devsy.ssh.mux_processes import stop_masters_under
+from devsy.ssh.mux.processes import stop_masters_under
 from harness import ssh_blocks
 from harness.backends import LABEL_WORKSPACE, BackendUnavailable, LabelMatch, inspectable_backends, inspector_for
 from harness.ownership import HARNESS_RUN_LABEL, Ownership, RunPaths, harness_root, is_owned_workspace

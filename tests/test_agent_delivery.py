@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from conftest import HOST_NET, make_project
+from helpers.cli import HOST_NET
+from helpers.projects import make_project
 from devsy.agent.artifact import AgentArtifact, resolve_artifact
 from devsy.agent.build import build_agent
 from devsy.agent.delivery import GUEST_DIR, StreamDelivery, guest_agent_path

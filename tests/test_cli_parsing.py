@@ -48,7 +48,7 @@ def test_the_ssh_path_imports_no_driver_or_backend_module() -> None:
 
     probe = ("import json, sys\n"
              "from devsy.cli.main import build_parser\n"
-             "import devsy.cli.ssh_command, devsy.ssh.mux_client\n"
+             "import devsy.cli.ssh_command, devsy.ssh.mux.client\n"
              "build_parser(['ssh', 'ws', '--command', 'true'])\n"
              # A None entry is devsy's "unavailable" mark for docker's ssh transport, not a loaded module.
              "print(json.dumps(sorted(n for n, m in sys.modules.items() if m is not None)))\n")

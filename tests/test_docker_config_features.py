@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import HOST_NET, containers_of, make_project
+from helpers.cli import HOST_NET
+from helpers.engine import containers_of
+from helpers.projects import make_project
 
 
 def test_dockerfile_build_is_used_and_removed_on_delete(devsy, ws_id, guest_image, tmp_path, docker_client):

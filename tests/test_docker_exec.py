@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from conftest import DEVSY, HOST_NET, make_project
+from helpers.cli import DEVSY, HOST_NET
+from helpers.projects import make_project
 
 
 @pytest.fixture

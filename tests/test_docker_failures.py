@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import HOST_NET, containers_of, make_project, volumes_of
+from helpers.cli import HOST_NET
+from helpers.engine import containers_of, volumes_of
+from helpers.projects import make_project
 
 # Nothing listens on the discard port of loopback: a pull of this reference fails at once and stays on this machine.
 MISSING_IMAGE = "127.0.0.1:9/devsy-tests/missing:none"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from conftest import HOST_NET, containers_of, make_project, volumes_of
+from helpers.cli import HOST_NET
+from helpers.engine import containers_of, volumes_of
+from helpers.projects import make_project
 
 
 def _created(result) -> str:

@@ -3,6 +3,7 @@ it is reported "not runnable here" with the probe's evidence (never an error, ne
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ def test_needs_no_engine():
 def inner(pytester: pytest.Pytester) -> pytest.Pytester:
     """A project with this suite's conftest and one test that needs the engine (by its fixture) and one that not."""
     pytester.makeconftest(CONFTEST.read_text())
+    shutil.copytree(CONFTEST.with_name("helpers"), pytester.path / "helpers")  # what the conftest imports
     pytester.makepyfile(test_inner=INNER)
     return pytester
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEVSY, HOST_NET, cli_env, make_project
+from helpers.cli import DEVSY, HOST_NET, cli_env
+from helpers.projects import make_project
 from devsy.devcontainer.build_context import Limits, context_archive
 from devsy.devcontainer.config import BuildConfig
 from devsy.devcontainer.image_prepare import remove_built_images

@@ -10,7 +10,8 @@ import hashlib
 
 import pytest
 
-from conftest import HOST_NET, make_project
+from helpers.cli import HOST_NET
+from helpers.projects import make_project
 
 PROVIDERS = {"docker": [], "external-docker": ["--provider", "external-docker"]}
 

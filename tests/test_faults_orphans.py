@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEVSY, HOST_NET, cli_env, make_project
+from helpers.cli import DEVSY, HOST_NET, cli_env
+from helpers.projects import make_project
 from fixtures.process_observer import ObservedProcess, ProcessObserver
 
 # From the event that ends the caller to the observer seeing the whole tree dead.

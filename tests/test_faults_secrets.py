@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import HOST_NET, make_project
+from helpers.cli import HOST_NET
+from helpers.projects import make_project
 from devsy.devcontainer.image_prepare import remove_built_images
 
 CONTAINER_SECRET = "container-secret-4711"

@@ -12,9 +12,9 @@ import signal
 import subprocess
 
 import pytest
-from conftest import DEVSY, cli_env
+from helpers.cli import DEVSY, cli_env
 
-from devsy.ssh.mux_processes import masters_under
+from devsy.ssh.mux.processes import masters_under
 from fixtures.process_observer import ProcessObserver
 
 # A wedged master is pinged after 3 s of silence and given up on 15 s later; a new one then starts. Generous: this
@@ -125,7 +125,7 @@ def test_a_session_ended_by_devsy_delete_names_it(devsy, running_workspace, dock
     rest of delete): it holds the workspace lock, asks the master to exit, removes the instance."""
     import json
 
-    from devsy.ssh.mux_client import stop_master
+    from devsy.ssh.mux.client import stop_master
     from devsy.workspace.lock import workspace_lock
     from devsy.workspace.paths import workspace_paths
 
@@ -174,8 +174,8 @@ def test_good_ssh_settings_are_accepted(devsy, name, value):
 def test_what_a_killed_master_left_unread_decides_whether_the_command_may_rerun(left_unread, started):
     import socket
 
-    from devsy.ssh.mux_client import _started_before_death
-    from devsy.ssh.mux_protocol import MessageStream
+    from devsy.ssh.mux.client import _started_before_death
+    from devsy.ssh.mux.protocol import MessageStream
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEVSY, HOST_NET, DevsyCli, cli_env, containers_of, make_project
+from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env
+from helpers.engine import containers_of
+from helpers.projects import make_project
 from devsy.workspace.paths import workspace_paths
 from fixtures.fsmounts import fill, mounted_tmpfs
 

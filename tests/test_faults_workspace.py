@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DevsyCli
+from helpers.cli import DevsyCli
 from devsy.devcontainer.jsonc import load_jsonc
 from devsy.errors import ConfigError, LockTimeout, WorkspaceError
 from devsy.workspace.lock import workspace_lock

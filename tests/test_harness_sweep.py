@@ -14,7 +14,7 @@ from typing import Iterator
 import docker
 import pytest
 
-from devsy.ssh.mux_processes import masters_under
+from devsy.ssh.mux.processes import masters_under
 from harness import ssh_blocks, sweep
 from harness.backends import SweepOutcome
 from harness.ownership import HARNESS_RUN_LABEL, Ownership, RunPaths

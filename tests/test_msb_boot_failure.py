@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project
+from helpers.projects import make_project
 from test_msb_fixtures import boot_probe, images, msb_home, no_boot, run_msb, sandboxes, volumes  # noqa: F401
 
 SECRET = "env-5ecret-never-shown"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project
+from helpers.projects import make_project
 from devsy.driver.base import HostRequirements, Mount, MountType, RunOptions
 from devsy.driver.microsandbox.driver import MicrosandboxDriver
 from devsy.driver.microsandbox.options import MicrosandboxOptions, parse_microsandbox_options

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project
+from helpers.projects import make_project
 from devsy.driver.base import Mount, MountType, RunOptions
 from devsy.driver.external.driver import ExternalDriver
 from devsy.driver.external.providers import provider_command
@@ -24,10 +24,10 @@ from devsy.driver.microsandbox.options import MicrosandboxOptions
 from devsy.driver.microsandbox.spec import build_spec
 from devsy.errors import AlreadyExists, RecreateRequired
 from devsy.providers.microsandbox import LABEL_MOUNT_PRESENTATION, split_policy
-from devsy.runtime.errors import InvalidArgument, ProviderExited
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.plugin_client import PluginClient
-from devsy.runtime.testing import BIN_DIR, running
+from devsy.runtime.wire.errors import InvalidArgument, ProviderExited
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import PluginClient
+from devsy.runtime.host.testing import BIN_DIR, running
 from test_msb_fixtures import (  # noqa: F401
     boot_probe, busybox_rootfs, images, msb, msb_home, msb_json, no_boot, run_msb, sandboxes, volumes,
 )

@@ -17,7 +17,7 @@ from devsy.driver.provider_table import labels, provider_rows, register, row_for
 from devsy.driver.registry import network_mode_of, validate_provider
 from devsy.errors import UsageError
 from harness.providers import devsy_columns
-from tests.conftest import make_project
+from helpers.projects import make_project
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -118,7 +118,7 @@ def test_every_layer_masks_with_one_mask_and_one_minimum(monkeypatch):
     from devsy.driver.microsandbox.locate import MsbBinary
     from devsy.driver.microsandbox.msb import MsbClient
     from devsy.errors import DevsyError
-    from devsy.runtime.launcher import ProviderCommand
+    from devsy.runtime.host.launcher import ProviderCommand
 
     monkeypatch.setenv("DEVSY_REDACT", "hunter22\nabc")
     shown = {

@@ -21,7 +21,7 @@ from devsy.agent.provider_bundle import (
     content_key,
 )
 from devsy.agent.wheels import ensure_wheels
-from devsy.runtime.testing import script
+from devsy.runtime.host.testing import script
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 

@@ -18,12 +18,14 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from conftest import DEVSY, DevsyCli, cli_env, containers_of, make_project
+from helpers.cli import DEVSY, DevsyCli, cli_env
+from helpers.engine import containers_of
+from helpers.projects import make_project
 
 from devsy.agent.build import BuiltAgent, build_agent
 from devsy.agent.delivery import guest_agent_path
 from devsy.agent.provider_bundle import build_provider
-from devsy.ssh.mux_processes import stop_masters_under
+from devsy.ssh.mux.processes import stop_masters_under
 from fixtures.artifact_server import ArtifactServer
 from fixtures.process_observer import ProcessObserver
 from fixtures.remote_host import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devsy.runtime.testing import BIN_DIR, script
+from devsy.runtime.host.testing import BIN_DIR, script
 
 CONFORMANCE_TIMEOUT_S = 600
 

@@ -14,9 +14,9 @@ from devsy.driver.base import ExecRequest, HostRequirements, Mount, MountType, R
 from devsy.driver.docker.options import OPTION_HELP
 from devsy.errors import RecreateRequired
 from devsy.redaction import MASK
-from devsy.runtime.errors import ProviderExited
-from devsy.runtime.plugin_client import PluginClient
-from devsy.runtime.testing import RunningProvider, docker_command, running
+from devsy.runtime.wire.errors import ProviderExited
+from devsy.runtime.host.plugin_client import PluginClient
+from devsy.runtime.host.testing import RunningProvider, docker_command, running
 
 pytestmark = pytest.mark.usefixtures("guest_image")
 

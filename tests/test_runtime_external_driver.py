@@ -8,13 +8,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import containers_of, make_project
+from helpers.engine import containers_of
+from helpers.projects import make_project
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.driver.external.driver import ExternalDriver
 from devsy.driver.registry import make_driver
 from devsy.errors import AlreadyExists
-from devsy.runtime.errors import InvalidProviderInfo
-from devsy.runtime.testing import fake_command
+from devsy.runtime.wire.errors import InvalidProviderInfo
+from devsy.runtime.host.testing import fake_command
 
 EXTERNAL = ["--provider", "external-docker", "--provider-option", "NETWORK_MODE=host"]
 

@@ -9,10 +9,10 @@ import pytest
 
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.errors import AlreadyExists, NotFound
-from devsy.runtime.errors import IncompatibleVersion, InvalidProviderInfo, PreconditionFailed, RuntimeFailure, \
+from devsy.runtime.wire.errors import IncompatibleVersion, InvalidProviderInfo, PreconditionFailed, RuntimeFailure, \
     RuntimeTimeout
 from devsy.runtime.fake.modes import NONZERO_EXIT_CODE
-from devsy.runtime.testing import fake_command, running
+from devsy.runtime.host.testing import fake_command, running
 
 
 def _exec(client, argv: list[str], stdin: bytes = b"", timeout: float | None = None):

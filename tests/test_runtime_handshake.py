@@ -12,13 +12,13 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from devsy.runtime.constants import COOKIE_KEY, COOKIE_VALUE, NOT_A_PLUGIN_MESSAGE
-from devsy.runtime.errors import CookieRejected, HandshakeError, HandshakeTimeout, ProviderExited, \
+from devsy.runtime.wire.constants import COOKIE_KEY, COOKIE_VALUE, NOT_A_PLUGIN_MESSAGE
+from devsy.runtime.wire.errors import CookieRejected, HandshakeError, HandshakeTimeout, ProviderExited, \
     ProviderLaunchError, ProviderUnavailable
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.plugin_client import HandshakeConfig, LaunchOptions, PluginClient
-from devsy.runtime.testing import fake_command, script
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import HandshakeConfig, LaunchOptions, PluginClient
+from devsy.runtime.host.testing import fake_command, script
 
 FAKE = script("devsy-fake-runtime")
 

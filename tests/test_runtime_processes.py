@@ -16,11 +16,11 @@ import pytest
 
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.errors import DevsyError
-from devsy.runtime.constants import COOKIE_KEY, COOKIE_VALUE
-from devsy.runtime.errors import ProviderExited, ProviderUnavailable
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.plugin_client import PluginClient
-from devsy.runtime.testing import fake_command, running
+from devsy.runtime.wire.constants import COOKIE_KEY, COOKIE_VALUE
+from devsy.runtime.wire.errors import ProviderExited, ProviderUnavailable
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import PluginClient
+from devsy.runtime.host.testing import fake_command, running
 
 TEARDOWN_S = 5.0
 
@@ -86,7 +86,7 @@ _HOST = """
 import io, json, sys
 from pathlib import Path
 from devsy.driver.base import ExecRequest, RunOptions
-from devsy.runtime.testing import fake_command, running
+from devsy.runtime.host.testing import fake_command, running
 with running(fake_command(Path(sys.argv[1]))) as p:
     p.client.run_image("ws", RunOptions(image="img"))
     out = io.BytesIO()

@@ -9,13 +9,13 @@ from devsy.driver.base import HostRequirements, Mount, MountType, RunOptions
 from devsy.driver.reuse import mount_policy
 from devsy.errors import NotFound, RecreateRequired
 from devsy.redaction import MASK, Redactor
-from devsy.runtime.convert import run_options, run_request
-from devsy.runtime.errors import IncompatibleVersion, InvalidProviderInfo, error_for
-from devsy.runtime.handshake import parse_line
-from devsy.runtime.errors import HandshakeError
-from devsy.runtime.info_check import validate_info
+from devsy.runtime.wire.convert import run_options, run_request
+from devsy.runtime.wire.errors import IncompatibleVersion, InvalidProviderInfo, error_for
+from devsy.runtime.wire.handshake import parse_line
+from devsy.runtime.wire.errors import HandshakeError
+from devsy.runtime.host.info_check import validate_info
 from devsy.runtime.sdk.reuse import expected_policy
-from devsy.runtime.status import GRPC_CODE, RuntimeErrorInfo, to_status
+from devsy.runtime.wire.status import GRPC_CODE, RuntimeErrorInfo, to_status
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 

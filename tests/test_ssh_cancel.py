@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import DEVSY, HOST_NET, cli_env, make_project
+from helpers.cli import DEVSY, HOST_NET, cli_env
+from helpers.projects import make_project
 from fixtures.process_observer import ProcessObserver
 
 CANCEL_BOUND_S = 10.0

@@ -11,7 +11,7 @@ import struct
 import termios
 import time
 
-from conftest import DEVSY, cli_env
+from helpers.cli import DEVSY, cli_env
 
 
 class Terminal:

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import DEVSY, HOST_NET, cli_env
+from helpers.cli import DEVSY, HOST_NET, cli_env
 
-from devsy.ssh.mux_processes import masters_under
+from devsy.ssh.mux.processes import masters_under
 from fixtures.process_observer import ProcessObserver
 
 CANCEL_BOUND_S = 10.0
@@ -183,7 +183,7 @@ except (ConnectionResetError, BrokenPipeError):  # the master may close before o
 
 
 def _address(devsy, workspace: str) -> bytes:
-    from devsy.ssh.mux_protocol import master_address
+    from devsy.ssh.mux.protocol import master_address
 
     record = json.loads((devsy.home / "workspaces" / workspace / "workspace.json").read_text())
     return master_address(str(devsy.home), workspace, record["uid"])
@@ -239,8 +239,8 @@ def _guest_pids(container, nonce: str) -> list[str]:
 
 def test_a_client_gone_before_its_command_started_leaves_nothing_running(devsy, running_workspace, docker_client):
     """The master may be busy connecting as a new user when its client dies; the command must not run on."""
-    from devsy.ssh.mux_client import connect
-    from devsy.ssh.mux_protocol import MessageStream
+    from devsy.ssh.mux.client import connect
+    from devsy.ssh.mux.protocol import MessageStream
 
     assert _ssh(devsy, running_workspace, "true").returncode == 0  # a master, connected as dev only
     record = json.loads((devsy.home / "workspaces" / running_workspace / "workspace.json").read_text())
@@ -284,8 +284,8 @@ def test_a_session_lasts_until_its_command_exits_not_until_its_output_closes(dev
 def test_started_and_end_arriving_in_one_read_are_both_seen():
     import socket as socket_module
 
-    from devsy.ssh.mux_client import _await_end, _Signals
-    from devsy.ssh.mux_protocol import MessageStream
+    from devsy.ssh.mux.client import _await_end, _Signals
+    from devsy.ssh.mux.protocol import MessageStream
 
     ours, theirs = socket_module.socketpair()
     with ours, theirs:

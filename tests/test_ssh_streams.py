@@ -9,7 +9,7 @@ import select
 import subprocess
 import time
 
-from conftest import DEVSY, cli_env
+from helpers.cli import DEVSY, cli_env
 
 MIB = 1024 * 1024
 

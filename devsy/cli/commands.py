@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.cli.outcome import emit_success, workspace_json
-from devsy.devcontainer import workspace_ops
+from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.errors import Cancelled, UsageError
 from devsy.progress import Progress
@@ -45,31 +45,31 @@ def _up(args: argparse.Namespace) -> int:
     return emit_success("up", args.json, payload, human)
 
 
-def _state(args: argparse.Namespace, state: workspace_ops.WorkspaceState) -> int:
+def _state(args: argparse.Namespace, state: operations.WorkspaceState) -> int:
     home = devsy_home()
     payload = {"workspace": workspace_json(state.record, state.instance, _content_dir(home, state.record))}
     return emit_success(args.command, args.json, payload, f"workspace {state.record.id} is {state.status}")
 
 
 def _status(args: argparse.Namespace) -> int:
-    return _state(args, workspace_ops.status(devsy_home(), args.workspace))
+    return _state(args, operations.status(devsy_home(), args.workspace))
 
 
 def _start(args: argparse.Namespace) -> int:
-    return _state(args, workspace_ops.start(devsy_home(), args.workspace, Progress()))
+    return _state(args, operations.start(devsy_home(), args.workspace, Progress()))
 
 
 def _stop(args: argparse.Namespace) -> int:
-    return _state(args, workspace_ops.stop(devsy_home(), args.workspace, Progress()))
+    return _state(args, operations.stop(devsy_home(), args.workspace, Progress()))
 
 
 def _delete(args: argparse.Namespace) -> int:
-    workspace_id = workspace_ops.delete(devsy_home(), args.workspace, Progress())
+    workspace_id = operations.delete(devsy_home(), args.workspace, Progress())
     return emit_success("delete", args.json, {"workspace_id": workspace_id}, f"workspace {workspace_id} deleted")
 
 
 def _list(args: argparse.Namespace) -> int:
-    records = workspace_ops.list_workspaces(devsy_home())
+    records = operations.list_workspaces(devsy_home())
     payload = {"workspaces": [{"id": r.id, "provider": r.provider, "source_kind": r.source_kind} for r in records]}
     human = "\n".join(f"{r.id}\t{r.provider}\t{r.source_kind}" for r in records) or "no workspaces"
     return emit_success("list", args.json, payload, human)
@@ -113,7 +113,7 @@ def _exec(args: argparse.Namespace) -> int:
     def run(cancel: CancelToken) -> int:
         request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
                               user=args.user, workdir=args.workdir, env=dict(args.env), cancel=cancel)
-        return workspace_ops.exec_command(devsy_home(), args.workspace, request).exit_code
+        return operations.exec_command(devsy_home(), args.workspace, request).exit_code
 
     return cancellable(run)
 
@@ -135,7 +135,7 @@ def _redacted_output() -> Iterator[tuple[BinaryIO, BinaryIO]]:
 
 def _logs(args: argparse.Namespace) -> int:
     with _redacted_output() as (stdout, _):
-        workspace_ops.logs(devsy_home(), args.workspace, stdout)
+        operations.logs(devsy_home(), args.workspace, stdout)
     return 0
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import redact_error
 

@@ -1,12 +1,12 @@
 """`devsy ssh`, kept apart from the other commands so that its common path imports almost nothing: a session goes
-through the workspace's SSH master (devsy/ssh/mux_client.py); --stdio, DEVSY_SSH_MUX=0 and the cases that path
+through the workspace's SSH master (devsy/ssh/mux/client.py); --stdio, DEVSY_SSH_MUX=0 and the cases that path
 leaves alone (an unreadable record, say) take the full path (devsy/ssh/command.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from devsy.ssh.mux_protocol import mux_enabled, persist_seconds
+from devsy.ssh.mux.protocol import mux_enabled, persist_seconds
 from devsy.workspace.paths import devsy_home
 
 
@@ -15,7 +15,7 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     use_master = mux_enabled()
     persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
     if not args.stdio and use_master:
-        from devsy.ssh import mux_client
+        from devsy.ssh.mux import client as mux_client
 
         code = mux_client.run(devsy_home(), args.workspace, command=args.remote_command, user=args.user, env=env,
                               tty=args.tty)

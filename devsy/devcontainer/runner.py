@@ -38,7 +38,7 @@ from devsy.workspace.source import Source, parse_source
 from devsy.workspace.sshconfig import check_block_writable
 from devsy.ssh.config_entry import remove_ssh_entry, write_ssh_entry
 from devsy.agent.install import install_agent_for_up
-from devsy.ssh.mux_client import stop_master
+from devsy.ssh.mux.client import stop_master
 
 _GIT_CLONE_TIMEOUT_S = 600
 

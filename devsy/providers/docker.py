@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.driver.docker.driver import DockerDriver
 from devsy.driver.docker.options import OPTION_HELP, parse_docker_options
 from devsy.errors import BackendUnavailable, DevsyError

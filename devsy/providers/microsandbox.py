@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.driver.base import LABEL_MOUNT_POLICY, ContainerDetails
 from devsy.driver.microsandbox.driver import MicrosandboxDriver
 from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy

@@ -18,7 +18,7 @@ from devsy.agent.guest.fastimport import import_paramiko
 from devsy.agent.guest.kex_safe import KexSafeSends
 from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, CIPHERS, HOST_KEY_TYPES, KEX, MAX_PACKET_SIZE, WINDOW_SIZE
 from devsy.driver.base import CancelToken
-from devsy.ssh.mux_protocol import exit_code_for
+from devsy.ssh.mux.protocol import exit_code_for
 from devsy.stdin_pump import StdinPump
 
 HANDSHAKE_TIMEOUT_S = 60.0

@@ -1,5 +1,5 @@
 """`devsy ssh` on a connection of its own: `--stdio` (the raw SSH stream for OpenSSH's ProxyCommand), DEVSY_SSH_MUX=0,
-and whatever the master path (mux_client.py) leaves to it. The SSH master uses the same pieces (connection.py).
+and whatever the master path (mux/client.py) leaves to it. The SSH master uses the same pieces (connection.py).
 
 The session's stdout and stderr bytes go to our descriptors untouched (no text filter on this path); only devsy's
 own diagnostics and the agent's stderr pass the redaction filter. Cancellation (SIGINT/SIGTERM, wired by the CLI to
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.agent.errors import AgentError
-from devsy.devcontainer.workspace_ops import OpenWorkspace, open_workspace
+from devsy.workspace.operations import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled
 from devsy.progress import Progress

@@ -1,7 +1,7 @@
 """One SSH connection to a workspace's agent: driver.exec of `ssh-server --stdio`, with paramiko on top.
 
 Both `devsy ssh` paths use it: the direct one (one connection per command) and the SSH master (one long-lived
-connection per user, many sessions; see mux_master.py).
+connection per user, many sessions; see mux/master.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 from devsy.agent.errors import AgentError, AgentUnsupported
 from devsy.agent.guest.pipe_socket import PipeSocket
 from devsy.agent.install import install_agent, read_note
-from devsy.devcontainer.workspace_ops import OpenWorkspace
+from devsy.workspace.operations import OpenWorkspace
 from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled, DevsyError
 from devsy.progress import Progress

@@ -11,7 +11,7 @@ connection to the host over this process's stdin and stdout. The host's end is d
    message, hint}}.
 4. From then on stdin and stdout carry that connection's raw bytes. Either direction ending is the end of the lease
    (the host closes stdin when it is done, and its death closes it too): the runtime's process group is killed and
-   reaped, as the host's runtime supervisor does (devsy/runtime/supervisor.py), and the agent exits.
+   reaped, as the host's runtime supervisor does (devsy/runtime/host/supervisor.py), and the agent exits.
 The runtime's stderr is the agent's stderr, of which the host keeps a tail for its error messages.
 """
 

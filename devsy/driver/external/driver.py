@@ -17,11 +17,11 @@ from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, Capabilitie
     ExecResult, RunOptions
 from devsy.driver.reuse import check_reuse
 from devsy.errors import NotFound
-from devsy.runtime.client import RuntimeClient
-from devsy.runtime.errors import ProviderUnavailable
-from devsy.runtime.info_check import ProviderDescription
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.plugin_client import LaunchOptions, PluginClient
+from devsy.runtime.host.client import RuntimeClient
+from devsy.runtime.wire.errors import ProviderUnavailable
+from devsy.runtime.host.info_check import ProviderDescription
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
 
 
 class ExternalDriver:

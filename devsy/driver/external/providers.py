@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from devsy.driver.provider_table import ProviderRow, locate, provider_rows, row_for
 from devsy.errors import UsageError
-from devsy.runtime.launcher import ProviderCommand
+from devsy.runtime.host.launcher import ProviderCommand
 
 
 def is_external(name: str) -> bool:

@@ -33,7 +33,7 @@ from devsy.driver.remote.link import RemoteRuntimeLink, ServeRequest
 from devsy.driver.remote.remote_agent import RemoteAgent, ensure_remote_agent
 from devsy.driver.remote.transport import ExecTransport
 from devsy.errors import DriverError
-from devsy.runtime.launcher import ProviderCommand
+from devsy.runtime.host.launcher import ProviderCommand
 
 PROVIDER_NAME = "remote"
 

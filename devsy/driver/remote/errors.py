@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from devsy.errors import BackendUnavailable, DevsyError, DriverError, UsageError
-from devsy.runtime.errors import HandshakeError, HandshakeTimeout, ProviderExited
+from devsy.runtime.wire.errors import HandshakeError, HandshakeTimeout, ProviderExited
 
 
 class ProviderConfigError(UsageError):

@@ -28,9 +28,9 @@ from devsy.driver.remote.relay import SocketRelay
 from devsy.driver.remote.transport import ExecTransport, kill_group
 from devsy.errors import DevsyError
 from devsy.redaction import Redactor
-from devsy.runtime.constants import HEALTH_SERVICE
+from devsy.runtime.wire.constants import HEALTH_SERVICE
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
-from devsy.runtime.handshake import parse_line
+from devsy.runtime.wire.handshake import parse_line
 from devsy.runtime.v1 import runtime_pb2_grpc
 
 # Covers the first start's download (bounded retries) and the runtime unpacking its libraries on a new machine.

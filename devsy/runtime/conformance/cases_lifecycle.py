@@ -10,8 +10,8 @@ from devsy.arch import SUPPORTED
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseSkipped, check, expect_error, expect_status
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session
-from devsy.runtime.errors import InvalidProviderInfo, IncompatibleVersion
-from devsy.runtime.info_check import ProviderDescription, validate_info
+from devsy.runtime.wire.errors import InvalidProviderInfo, IncompatibleVersion
+from devsy.runtime.host.info_check import ProviderDescription, validate_info
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 _LOGS_WAIT_S = 30.0

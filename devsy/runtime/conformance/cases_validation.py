@@ -7,7 +7,7 @@ from devsy.driver.base import MountType
 from devsy.runtime.conformance.cases_lifecycle import describe
 from devsy.runtime.conformance.checks import check, expect_error
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session
-from devsy.runtime.convert import MOUNT_TYPE_TO_PB
+from devsy.runtime.wire.convert import MOUNT_TYPE_TO_PB
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 

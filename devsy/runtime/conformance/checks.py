@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 
-from devsy.runtime.constants import MAX_FRAME
-from devsy.runtime.status import DetailError, RuntimeErrorInfo, from_error
+from devsy.runtime.wire.constants import MAX_FRAME
+from devsy.runtime.wire.status import DetailError, RuntimeErrorInfo, from_error
 
 
 class CaseFailed(AssertionError):

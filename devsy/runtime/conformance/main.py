@@ -25,8 +25,8 @@ from devsy.runtime.conformance import cases_lifecycle as lc
 from devsy.runtime.conformance import cases_validation as va
 from devsy.runtime.conformance.checks import CaseBlocked, CaseFailed, CaseSkipped
 from devsy.runtime.conformance.session import LABEL_RUN, Session, Target
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.status import DetailError, from_error
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.wire.status import DetailError, from_error
 
 DEFAULT_IMAGE = "devsy-guest:bookworm"
 EXIT_BLOCKED = 3

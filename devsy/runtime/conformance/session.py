@@ -12,10 +12,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseBlocked, StreamRecord, check
-from devsy.runtime.constants import HEALTH_SERVICE, MAX_FRAME
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.plugin_client import LaunchOptions, PluginClient
-from devsy.runtime.status import DetailError, from_error
+from devsy.runtime.wire.constants import HEALTH_SERVICE, MAX_FRAME
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
+from devsy.runtime.wire.status import DetailError, from_error
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 LABEL_RUN = "dev.devsy.conformance-run"

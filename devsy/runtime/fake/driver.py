@@ -15,7 +15,7 @@ from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, Capabilitie
 from devsy.driver.reuse import check_reuse
 from devsy.errors import AlreadyExists, NotFound
 from devsy.runtime.conformance import commands as c
-from devsy.runtime.errors import PreconditionFailed, RuntimeFailure
+from devsy.runtime.wire.errors import PreconditionFailed, RuntimeFailure
 from devsy.runtime.fake import scenarios
 from devsy.runtime.fake.modes import CRASH_EXIT_CODE, NONZERO_EXIT_CODE, Mode
 from devsy.runtime.fake.state import StateStore, WorkspaceState

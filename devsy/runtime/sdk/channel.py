@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from devsy.runtime.constants import MAX_FRAME
+from devsy.runtime.wire.constants import MAX_FRAME
 
 
 @dataclass

@@ -14,8 +14,8 @@ import grpc
 
 from devsy.errors import DevsyError
 from devsy.redaction import Redactor
-from devsy.runtime.errors import code_of
-from devsy.runtime.status import RuntimeErrorInfo, to_status
+from devsy.runtime.wire.errors import code_of
+from devsy.runtime.wire.status import RuntimeErrorInfo, to_status
 
 _MAX_RUNTIME_MESSAGE = 2048
 _RETRYABLE = {"UNAVAILABLE", "TIMEOUT"}

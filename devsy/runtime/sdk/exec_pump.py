@@ -17,7 +17,7 @@ import grpc
 
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.redaction import Redactor
-from devsy.runtime.errors import InvalidArgument
+from devsy.runtime.wire.errors import InvalidArgument
 from devsy.runtime.sdk import validate
 from devsy.runtime.sdk.channel import BoundedChannel, FrameWriter, Outcome
 from devsy.runtime.v1 import runtime_pb2 as pb

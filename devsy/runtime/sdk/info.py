@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devsy.driver.base import Capabilities
-from devsy.runtime.constants import API_MAJOR, API_MINOR
-from devsy.runtime.convert import MOUNT_TYPE_TO_PB
+from devsy.runtime.wire.constants import API_MAJOR, API_MINOR
+from devsy.runtime.wire.convert import MOUNT_TYPE_TO_PB
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import grpc
 
 from devsy.driver.base import Driver
-from devsy.runtime.plugin_server import refuse_unless_plugin_env, serve_plugin
+from devsy.runtime.sdk.plugin_server import refuse_unless_plugin_env, serve_plugin
 from devsy.runtime.sdk.info import ProviderInfo
 from devsy.runtime.sdk.service import RuntimeService
 from devsy.runtime.v1 import runtime_pb2_grpc

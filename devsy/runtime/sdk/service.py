@@ -12,8 +12,8 @@ import grpc
 from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, Driver
 from devsy.errors import NotFound
 from devsy.redaction import Redactor
-from devsy.runtime.convert import details_to_pb
-from devsy.runtime.errors import Unsupported
+from devsy.runtime.wire.convert import details_to_pb
+from devsy.runtime.wire.errors import Unsupported
 from devsy.runtime.sdk import validate
 from devsy.runtime.sdk.channel import BoundedChannel, FrameWriter, Outcome
 from devsy.runtime.sdk.errors import abort

@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable
 
 from devsy.driver.base import Capabilities, RunOptions
-from devsy.runtime.convert import MOUNT_TYPE_FROM_PB, run_options
-from devsy.runtime.errors import InvalidArgument, Unsupported
+from devsy.runtime.wire.convert import MOUNT_TYPE_FROM_PB, run_options
+from devsy.runtime.wire.errors import InvalidArgument, Unsupported
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 _WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devsy.driver.base import Capabilities
-from devsy.runtime.constants import API_MAJOR
-from devsy.runtime.convert import MOUNT_TYPE_FROM_PB
-from devsy.runtime.errors import IncompatibleVersion, InvalidProviderInfo
+from devsy.runtime.wire.constants import API_MAJOR
+from devsy.runtime.wire.convert import MOUNT_TYPE_FROM_PB
+from devsy.runtime.wire.errors import IncompatibleVersion, InvalidProviderInfo
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 _RECREATE_MODES = {pb.RECREATE_MODE_DELETE: "delete", pb.RECREATE_MODE_STOP: "stop", pb.RECREATE_MODE_ON_RUN: "on-run"}

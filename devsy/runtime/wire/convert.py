@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from devsy.driver.base import Capabilities, ContainerDetails, HostRequirements, InstanceMount, InstanceStatus, \
     Mount, MountType, RunOptions
-from devsy.runtime.errors import RuntimeProtocolError
+from devsy.runtime.wire.errors import RuntimeProtocolError
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 MOUNT_TYPE_TO_PB = {MountType.BIND: pb.MOUNT_TYPE_BIND, MountType.VOLUME: pb.MOUNT_TYPE_VOLUME,

@@ -68,7 +68,7 @@ def _spawn_and_wait(home: Path, workspace_id: str, signals: Any, deadline: float
         # Its own session: a Ctrl-C in this terminal is for this command, not for the master that outlives it.
         # stderr is inherited only so the master can report its start-up (agent delivery) here; it lets go of it
         # before it reports ready.
-        proc = subprocess.Popen([sys.executable, "-m", "devsy.ssh.mux_master", "--home", str(home),
+        proc = subprocess.Popen([sys.executable, "-m", "devsy.ssh.mux.master", "--home", str(home),
                                  "--workspace", workspace_id, "--ready-fd", str(ready_w)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(ready_w,),
                                 start_new_session=True)

@@ -1,5 +1,5 @@
 """Finding SSH masters by the devsy home they serve, for cleanup tools (the harness sweeper, test teardown): the
-master's command line names its home and workspace (see mux_master.py)."""
+master's command line names its home and workspace (see mux/master.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-MASTER_MODULE = "devsy.ssh.mux_master"
+MASTER_MODULE = "devsy.ssh.mux.master"
 _STOP_WAIT_S = 10.0
 
 

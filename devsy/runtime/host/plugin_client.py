@@ -16,13 +16,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devsy.errors import DevsyError
-from devsy.runtime.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS, \
+from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS, \
     ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
-from devsy.runtime.errors import CookieRejected, HandshakeTimeout, ProviderExited, ProviderLaunchError, \
+from devsy.runtime.wire.errors import CookieRejected, HandshakeTimeout, ProviderExited, ProviderLaunchError, \
     ProviderUnavailable
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
-from devsy.runtime.handshake import HandshakeLine, parse_line
-from devsy.runtime.launcher import ProviderCommand, SupervisedProvider
+from devsy.runtime.wire.handshake import HandshakeLine, parse_line
+from devsy.runtime.host.launcher import ProviderCommand, SupervisedProvider
 from devsy.runtime.v1 import runtime_pb2_grpc
 
 _SUPERVISOR_EXIT_WAIT_S = 5.0

@@ -1,4 +1,4 @@
-"""`devsy ssh --command` and interactive sessions through the workspace's SSH master (see mux_protocol.py).
+"""`devsy ssh --command` and interactive sessions through the workspace's SSH master (see mux/protocol.py).
 
 This is the path every `devsy ssh` takes (unless DEVSY_SSH_MUX=0 or --stdio), so it stays small: it reads the
 workspace record, connects to the master (starting one when there is none), hands over its stdin/stdout/stderr and
@@ -10,7 +10,7 @@ answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies 
 socket close and does the same.
 
 Every wait on the master is bounded. Connecting and sending the request: CONNECT_TIMEOUT_S. Then the liveness rule
-(mux_liveness.py): whenever the master has been silent for a few seconds, it is pinged, and it must answer within
+(mux/liveness.py): whenever the master has been silent for a few seconds, it is pinged, and it must answer within
 ANSWER_WITHIN_S, at any time: while it connects to the agent and during the whole session (its watcher thread
 answers, whatever the command does; a command may rightly stay silent for hours). An unanswered ping (or no `started`
 within STARTED_WITHIN_S) means the master is wedged, and it is killed (pid-reuse-safe), because it holds this
@@ -36,9 +36,9 @@ from pathlib import Path
 
 from devsy import errors
 from devsy.ssh import terminal
-from devsy.ssh.mux_liveness import (STARTED_WITHIN_S, Liveness, MasterUnresponsive, Wedged, kill_and_wait,
+from devsy.ssh.mux.liveness import (STARTED_WITHIN_S, Liveness, MasterUnresponsive, Wedged, kill_and_wait,
                                     kill_master, master_pidfd, say, wait_exited)
-from devsy.ssh.mux_protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
+from devsy.ssh.mux.protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.paths import workspace_paths
 
@@ -137,7 +137,7 @@ def _master(home: Path, record: dict, signals: _Signals) -> tuple[socket.socket,
     if found is not None:
         return found
     # Imported only here: starting a master is the rare, slow path.
-    from devsy.ssh.mux_spawn import start_master
+    from devsy.ssh.mux.spawn import start_master
 
     return start_master(home, record, signals, connect)
 

@@ -15,8 +15,8 @@ from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
 from devsy.driver.registry import make_driver
 from devsy.errors import WorkspaceError, WorkspaceNotFound
 from devsy.progress import Progress
-from devsy.devcontainer.workspace_delete import delete_workspace
-from devsy.ssh.mux_client import stop_master
+from devsy.workspace.delete import delete_workspace
+from devsy.ssh.mux.client import stop_master
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.lock import workspace_lock
 from devsy.workspace.paths import WorkspacePaths, workspace_paths
@@ -92,7 +92,7 @@ def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 
 def delete(home: Path, raw_id: str, progress: Progress) -> str:
     """Remove the instance, images built for it, the SSH entry, managed content and the record; a local source
-    folder is never touched. Works on a corrupt record too (see workspace_delete)."""
+    folder is never touched. Works on a corrupt record too (see delete.py)."""
     workspace_id = validate_workspace_id(raw_id)
     paths = workspace_paths(home, workspace_id)
     with workspace_lock(paths, command=f"devsy delete {workspace_id}"):

@@ -1,12 +1,12 @@
 """A workspace's SSH master: one long-lived paramiko connection per user to the agent, many sessions over it.
 
-Started by the first `devsy ssh` that finds none (mux_spawn.py), it serves sessions on its control socket (see
-mux_protocol.py) until it has been idle for DEVSY_SSH_PERSIST_S seconds, until `devsy stop`/`delete` ask it to exit,
+Started by the first `devsy ssh` that finds none (mux/spawn.py), it serves sessions on its control socket (see
+mux/protocol.py) until it has been idle for DEVSY_SSH_PERSIST_S seconds, until `devsy stop`/`delete` ask it to exit,
 or until its last connection to the agent ends (the workspace stopped or went away). Why it exists: starting Python
 and paramiko and an SSH handshake on both ends cost ~300 ms per command; a session on an open connection costs
 one channel round trip.
 
-    python -m devsy.ssh.mux_master --home H --workspace ID --ready-fd N
+    python -m devsy.ssh.mux.master --home H --workspace ID --ready-fd N
 
 It reports its start on the ready descriptor as one JSON line: {"ok": true}, or the error (kind, message, hint,
 exit code) that the starting `devsy ssh` then shows as its own.
@@ -28,16 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.agent.guest.channel_requests import send_signal
-from devsy.devcontainer.workspace_ops import OpenWorkspace, open_workspace
+from devsy.workspace.operations import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import DevsyError
 from devsy.progress import Progress
 from devsy.redaction import RedactingWriter, configured_secrets
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
 from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
-from devsy.ssh.mux_protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
-from devsy.ssh.mux_spawn import master_log
+from devsy.ssh.mux.protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
+from devsy.ssh.mux.spawn import master_log
 
 log = logging.getLogger("devsy.ssh.master")
 CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound
@@ -319,7 +320,7 @@ def _report(fd: int, payload: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devsy.ssh.mux_master", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devsy.ssh.mux.master", description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True, help="the devsy home (DEVSY_HOME)")
     parser.add_argument("--workspace", required=True, help="the workspace id")
     parser.add_argument("--user", default="", help="connect as this user first (default: the workspace's)")

@@ -1,4 +1,4 @@
-"""Host side of the supervisor: start `python -m devsy.runtime.supervisor` with a lease pipe and a config pipe.
+"""Host side of the supervisor: start `python -m devsy.runtime.host.supervisor` with a lease pipe and a config pipe.
 
 The host keeps the lease's write end; closing it (or dying, which closes it too) makes the supervisor tear the
 provider's process group down. The provider's stdout (the handshake line) and stderr come back to us through the
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 from devsy.redaction import Redactor
-from devsy.runtime.constants import is_transport_key
-from devsy.runtime.supervisor_config import SupervisorConfig
+from devsy.runtime.wire.constants import is_transport_key
+from devsy.runtime.host.supervisor_config import SupervisorConfig
 
 _STDERR_TAIL_BYTES = 16 * 1024
 _TAIL_LINES = 20
@@ -60,7 +60,7 @@ class SupervisedProvider:
         config_r, config_w = os.pipe()
         try:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "devsy.runtime.supervisor", f"--lease={lease_r}", f"--config={config_r}"],
+                [sys.executable, "-m", "devsy.runtime.host.supervisor", f"--lease={lease_r}", f"--config={config_r}"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 pass_fds=(lease_r, config_r), env=_clean_env(dict(os.environ)))
         except BaseException:

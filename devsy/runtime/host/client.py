@@ -10,12 +10,12 @@ import grpc
 from devsy.arch import SUPPORTED
 from devsy.driver.base import ContainerDetails, ExecRequest, ExecResult, RunOptions
 from devsy.redaction import Redactor
-from devsy.runtime.constants import MAX_FRAME
-from devsy.runtime.convert import details_from_pb, run_request
-from devsy.runtime.errors import RuntimeProtocolError
-from devsy.runtime.exec_client import run_exec
-from devsy.runtime.host_errors import map_rpc_error
-from devsy.runtime.info_check import ProviderDescription, validate_info
+from devsy.runtime.wire.constants import MAX_FRAME
+from devsy.runtime.wire.convert import details_from_pb, run_request
+from devsy.runtime.wire.errors import RuntimeProtocolError
+from devsy.runtime.host.exec_client import run_exec
+from devsy.runtime.host.rpc_errors import map_rpc_error
+from devsy.runtime.host.info_check import ProviderDescription, validate_info
 from devsy.runtime.v1 import runtime_pb2 as pb
 from devsy.runtime.v1 import runtime_pb2_grpc
 

@@ -8,7 +8,7 @@ Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `
 `resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
 then on it may run), then `end`; or `error` (with `retry` when nothing was started); `bye`, `pong`. A client retries
 on a new master only when its master went away (or was killed as wedged) before `started`: a command must never run
-twice. A `ping` is answered with `pong` at any time, also during a session (see mux_client.py for the liveness rule).
+twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
 
 The socket is in Linux's abstract namespace (no file to go stale after a crash; it vanishes with the process). Such
 names carry no permissions, so both ends check the peer's uid with SO_PEERCRED: a master only serves its own user,

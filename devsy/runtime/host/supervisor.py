@@ -1,4 +1,4 @@
-"""The runtime supervisor: `python -m devsy.runtime.supervisor --lease=FD --config=FD`.
+"""The runtime supervisor: `python -m devsy.runtime.host.supervisor --lease=FD --config=FD`.
 
 The host re-executes itself as this small process so that a provider's whole process tree has an owner that
 outlives a host crash. It becomes a child subreaper (orphaned descendants reparent to it, not to init), starts the
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 
-from devsy.runtime.supervisor_config import MAX_CONFIG_BYTES, ConfigError, SupervisorConfig
+from devsy.runtime.host.supervisor_config import MAX_CONFIG_BYTES, ConfigError, SupervisorConfig
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1

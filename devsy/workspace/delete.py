@@ -20,8 +20,8 @@ from devsy.driver.base import LABEL_WORKSPACE
 from devsy.driver.registry import DEFAULT_PROVIDER, make_driver, validate_provider
 from devsy.errors import CorruptRecord, DevsyError, WorkspaceError, WorkspaceNotFound
 from devsy.progress import Progress
-from devsy.ssh.mux_client import stop_master
-from devsy.ssh.mux_processes import stop_masters_under
+from devsy.ssh.mux.client import stop_master
+from devsy.ssh.mux.processes import stop_masters_under
 from devsy.workspace.content import remove_content
 from devsy.workspace.paths import WorkspacePaths, ssh_config_path
 from devsy.workspace.record import delete_record, load_record, salvage_record

@@ -6,8 +6,8 @@ import grpc
 
 from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import Redactor
-from devsy.runtime.errors import ProviderUnavailable, RuntimeProtocolError, RuntimeTimeout, Unsupported, error_for
-from devsy.runtime.status import DetailError, from_error
+from devsy.runtime.wire.errors import ProviderUnavailable, RuntimeProtocolError, RuntimeTimeout, Unsupported, error_for
+from devsy.runtime.wire.status import DetailError, from_error
 
 _AUTHORS = "report this to the provider's authors"
 

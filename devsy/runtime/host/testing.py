@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from devsy.runtime.client import RuntimeClient
-from devsy.runtime.launcher import ProviderCommand
-from devsy.runtime.plugin_client import LaunchOptions, PluginClient
+from devsy.runtime.host.client import RuntimeClient
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
 
 BIN_DIR = Path(sys.executable).parent
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from devsy.runtime.constants import APP_PROTOCOL_VERSION, CORE_PROTOCOL_VERSION
-from devsy.runtime.errors import HandshakeError
+from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, CORE_PROTOCOL_VERSION
+from devsy.runtime.wire.errors import HandshakeError
 
 # Longer lines are cut in error messages: a provider that prints a blob on stdout should not flood the terminal.
 _SHOW_CHARS = 200
@@ -46,7 +46,7 @@ def parse_line(raw: str, provider: str) -> HandshakeLine:
         raise HandshakeError(f"provider {provider} speaks go-plugin core protocol {core!r}, devsy speaks "
                              f"{CORE_PROTOCOL_VERSION}", hint="install a provider built with a go-plugin v1 SDK")
     if app != str(APP_PROTOCOL_VERSION):
-        from devsy.runtime.errors import IncompatibleVersion  # noqa: PLC0415 - only on this rare path
+        from devsy.runtime.wire.errors import IncompatibleVersion  # noqa: PLC0415 - only on this rare path
 
         raise IncompatibleVersion(f"provider {provider} negotiated runtime protocol version {app!r}, devsy speaks "
                                   f"{APP_PROTOCOL_VERSION}", hint="install a runtime that speaks major 1")

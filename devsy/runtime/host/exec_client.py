@@ -17,9 +17,9 @@ import grpc
 
 from devsy.driver.base import ExecRequest, ExecResult
 from devsy.redaction import Redactor
-from devsy.runtime.constants import MAX_FRAME
-from devsy.runtime.errors import RuntimeProtocolError
-from devsy.runtime.host_errors import map_rpc_error
+from devsy.runtime.wire.constants import MAX_FRAME
+from devsy.runtime.wire.errors import RuntimeProtocolError
+from devsy.runtime.host.rpc_errors import map_rpc_error
 from devsy.runtime.v1 import runtime_pb2 as pb
 from devsy.runtime.v1 import runtime_pb2_grpc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from devsy.runtime.constants import is_transport_key
+from devsy.runtime.wire.constants import is_transport_key
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
