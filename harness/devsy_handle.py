@@ -6,23 +6,19 @@ the run's owned directories, and is recorded (argv, exit code, output tails) for
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.commands import CommandLog, CompletedCommand, run_bounded
+from harness.commands import CommandLog, CompletedCommand
+from harness.devsy_cli import devsy_env, raise_if_timed_out, run_devsy
 from harness.deadline import Deadline
 from harness.outcome import Outcome, OutcomeError, parse_outcome
 from harness.providers import Provider
 
 # No single devsy command may take longer than this, even with plenty of case time left.
 CALL_CAP = 240.0
-
-
-class CommandTimeout(AssertionError):
-    """A devsy command ran past its timeout and its process group was killed."""
 
 
 @dataclass
@@ -38,26 +34,18 @@ class DevsyHandle:
     created: list[str] = field(default_factory=list)
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(extra or {})
-        env["DEVSY_HOME"] = str(self.home)
-        env["DEVSY_SSH_CONFIG"] = str(self.ssh_config)
-        return env
+        return devsy_env(self.home, self.ssh_config, extra)
 
     def run(self, *args: str, input_bytes: bytes | None = None, cap: float = CALL_CAP,
             env: dict[str, str] | None = None) -> CompletedCommand:
         """Run `devsy ARGS...` raw (with `env` added to its environment); raises CommandTimeout if the call
         outlives its share of the deadline."""
-        argv = [*self.cli, *args]
         timeout = self.deadline.timeout(f"devsy {' '.join(args[:2])}", cap)
-        completed = run_bounded(argv, timeout=timeout, env=self.env(env), input_bytes=input_bytes)
+        completed = run_devsy(self.cli, args, home=self.home, ssh_config=self.ssh_config, timeout=timeout, env=env,
+                              input_bytes=input_bytes)
         record = completed.record(note=f"env: {', '.join(sorted(env))}=..." if env else "")
         self.log.add(record)
-        if completed.timed_out:
-            raise CommandTimeout(
-                f"{record.summary()} (timeout {timeout:.0f}s; process group killed)\n"
-                f"stderr tail:\n{record.stderr_tail}"
-            )
+        raise_if_timed_out(completed, timeout, record.summary())
         return completed
 
     def json(self, *args: str, env: dict[str, str] | None = None) -> Outcome:

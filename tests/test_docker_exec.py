@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from helpers.cli import DEVSY, HOST_NET
+from helpers.cli import DEVSY, HOST_NET, cli_env
 from helpers.projects import make_project
 
 
@@ -59,7 +59,7 @@ def _guest_pids(devsy, workspace_id: str) -> set[int]:
 
 
 def test_sigint_kills_the_guest_tree_not_the_instance(devsy, running):
-    env = {**os.environ, "DEVSY_HOME": str(devsy.home), "DEVSY_SSH_CONFIG": str(devsy.ssh_config)}
+    env = cli_env(devsy)
     # The guest prints its pid only once both the child and itself run; we read that line before signalling.
     proc = subprocess.Popen([*DEVSY, "exec", running, "--", "sh", "-c", "sleep 4242 & echo ready $$; wait"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)

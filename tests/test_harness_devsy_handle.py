@@ -12,7 +12,8 @@ import pytest
 
 from harness.commands import CommandLog, mask_argv
 from harness.deadline import Deadline, DeadlineExceeded
-from harness.devsy_handle import CommandTimeout, DevsyHandle
+from harness.devsy_cli import CommandTimeout
+from harness.devsy_handle import DevsyHandle
 from harness.outcome import OutcomeError
 from harness.providers import PROVIDERS
 

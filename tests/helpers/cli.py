@@ -1,15 +1,16 @@
-"""Run the real `devsy` CLI in a subprocess with its own DEVSY_HOME and ssh config file."""
+"""The tests' handle on the real `devsy` CLI: harness/devsy_cli.py's runner with a test's own DEVSY_HOME."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEVSY = [sys.executable, "-m", "devsy"]
+from harness.commands import CompletedCommand
+from harness.devsy_cli import DEVSY, devsy_env, raise_if_timed_out, run_devsy
+
+__all__ = ["DEVSY", "HOST_NET", "CliResult", "DevsyCli", "cli_env"]
+
 # Every container a test creates gets host networking: these machines' engine runs without a bridge.
 HOST_NET = ["--provider-option", "NETWORK_MODE=host"]
 
@@ -31,7 +32,7 @@ class CliResult:
 
 @dataclass
 class DevsyCli:
-    """Runs the real CLI in a subprocess with its own DEVSY_HOME and ssh config file."""
+    """The real CLI with its own DEVSY_HOME and ssh config file; `env` is added to every call's environment."""
 
     home: Path
     ssh_config: Path
@@ -40,11 +41,13 @@ class DevsyCli:
 
     def run(self, *args: str, input: bytes | None = None, timeout: float = 180, extra_env: dict | None = None,
             ) -> CliResult:
-        env = {**os.environ, "DEVSY_HOME": str(self.home), "DEVSY_SSH_CONFIG": str(self.ssh_config), **self.env,
-               **(extra_env or {})}
-        proc = subprocess.run([*DEVSY, *args], input=input if input is not None else b"", capture_output=True,
-                              env=env, timeout=timeout)
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+        """`devsy ARGS...` (stdin: `input`, else empty); fails the test with CommandTimeout past `timeout`."""
+        completed: CompletedCommand = run_devsy(DEVSY, args, home=self.home, ssh_config=self.ssh_config,
+                                                timeout=timeout, env={**self.env, **(extra_env or {})},
+                                                input_bytes=input if input is not None else b"")
+        raise_if_timed_out(completed, timeout, f"devsy {' '.join(args[:2])}")
+        assert completed.exit_code is not None
+        return CliResult(completed.exit_code, completed.stdout, completed.stderr)
 
     def up(self, source: str | Path, *args: str, ok: bool = True, **kw) -> CliResult:
         result = self.run("up", str(source), *args, "--json", **kw)
@@ -57,5 +60,4 @@ class DevsyCli:
 
 def cli_env(devsy: DevsyCli, **extra: str) -> dict[str, str]:
     """The environment `devsy.run` uses, for tests that start the CLI with subprocess.Popen themselves."""
-    return {**os.environ, "DEVSY_HOME": str(devsy.home), "DEVSY_SSH_CONFIG": str(devsy.ssh_config), **devsy.env,
-            **extra}
+    return devsy_env(devsy.home, devsy.ssh_config, {**devsy.env, **extra})
