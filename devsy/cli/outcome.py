@@ -47,6 +47,7 @@ def emit_success(command: str, as_json: bool, payload: dict[str, Any], human: st
 
 def emit_error(command: str, as_json: bool, error: DevsyError) -> int:
     if as_json:
+        # `type` is the error's kind, unique per class (the registry in devsy.errors): scripts classify by it.
         body = {"type": error.kind, "message": error.message, "hint": error.hint}
         print(json.dumps({"outcome": "error", "command": command, "error": body}), flush=True)
     print(f"devsy {command}: error: {error.message}", file=sys.stderr)

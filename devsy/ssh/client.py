@@ -101,6 +101,8 @@ def _client_transport_class() -> Any:
 class SessionNotOpened(AgentError):
     """No channel could be opened, so no command ran: the session may be tried on a new connection."""
 
+    kind = "session-not-opened"
+
 
 def open_session(transport: Any, request: SessionRequest) -> Any:
     """A channel running the request's command (or shell), with its environment and optional pty."""

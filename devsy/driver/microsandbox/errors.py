@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from devsy.errors import DriverError
+from devsy.errors import BootFailed, DriverError
+
+__all__ = ["BootFailed", "MsbCommandError", "MsbTimeout"]  # BootFailed lives in devsy.errors: the wire layer needs it
 
 
 class MsbCommandError(DriverError):
     """An `msb` command failed for a reason devsy has no more specific type for; carries msb's stderr tail."""
+
+    kind = "msb-command"
 
     def __init__(self, message: str, hint: str = "", *, returncode: int | None = None, stderr_tail: str = "") -> None:
         super().__init__(message, hint)
@@ -18,9 +22,3 @@ class MsbTimeout(DriverError):
     """An `msb` command did not finish within its budget; its process group was stopped."""
 
     kind = "timeout"
-
-
-class BootFailed(DriverError):
-    """The microVM was created but never reached its agent (no KVM that can boot, a broken libkrunfw, ...)."""
-
-    kind = "boot-failed"

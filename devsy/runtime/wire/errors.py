@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from devsy.driver.microsandbox.errors import BootFailed
-from devsy.errors import AlreadyExists, BackendUnavailable, Cancelled, ConfigError, DevsyError, DriverError, \
-    ImageError, NotFound, RecreateRequired, UsageError
+from devsy.errors import AlreadyExists, BackendUnavailable, BootFailed, Cancelled, ConfigError, DevsyError, \
+    DriverError, ImageError, NotFound, RecreateRequired, UsageError, error_class
 
 
 class RuntimeProtocolError(DriverError):
@@ -114,15 +113,24 @@ CLASS_OF_CODE: dict[str, type[DevsyError]] = {
     "INCOMPATIBLE_VERSION": IncompatibleVersion,
 }
 
-# devsy error kinds a Python provider sends in details["kind"]; the host restores the exact class when the kind is
-# consistent with the code (a Go provider sends no kind and gets the class of its code).
-CLASS_OF_KIND: dict[str, tuple[str, type[DevsyError]]] = {
-    "recreate-required": ("FAILED_PRECONDITION", RecreateRequired),
-    "image": ("RUNTIME_FAILURE", ImageError),
-    "backend-unavailable": ("UNAVAILABLE", BackendUnavailable),
-    # A VM that never booted: the same typed error (and `--json` type) as the built-in MicroSandbox driver's.
-    "boot-failed": ("RUNTIME_FAILURE", BootFailed),
-}
+# The classes a Python provider's details["kind"] (its error's `kind`) may restore on the host, when that kind is
+# consistent with the code (a Go provider sends no kind and gets the class of its code). Kinds come from the classes,
+# i.e. from the one registry in devsy.errors; a VM that never booted gets the same type as the built-in driver's.
+RESTORED_BY_KIND: tuple[type[DevsyError], ...] = (RecreateRequired, ImageError, BackendUnavailable, BootFailed)
+
+
+# Error type -> the code the SDK answers with, most specific first (a class's own `code` attribute wins).
+_CODE_OF_TYPE: tuple[tuple[type[DevsyError], str], ...] = (
+    (NotFound, "NOT_FOUND"), (AlreadyExists, "ALREADY_EXISTS"), (RecreateRequired, "FAILED_PRECONDITION"),
+    (BackendUnavailable, "UNAVAILABLE"), (Cancelled, "CANCELLED"), (UsageError, "INVALID_ARGUMENT"),
+    (ConfigError, "INVALID_ARGUMENT"), (DriverError, "RUNTIME_FAILURE"))
+
+
+def _code_of_class(cls: type[BaseException]) -> str:
+    explicit = getattr(cls, "code", None)
+    if isinstance(explicit, str) and explicit in CLASS_OF_CODE:
+        return explicit
+    return next((code for base, code in _CODE_OF_TYPE if issubclass(cls, base)), "UNKNOWN")
 
 
 def code_of(exc: BaseException) -> str:
@@ -130,21 +138,15 @@ def code_of(exc: BaseException) -> str:
     explicit = getattr(exc, "code", None)
     if isinstance(explicit, str) and explicit in CLASS_OF_CODE:
         return explicit
-    for cls, code in ((NotFound, "NOT_FOUND"), (AlreadyExists, "ALREADY_EXISTS"),
-                      (RecreateRequired, "FAILED_PRECONDITION"), (BackendUnavailable, "UNAVAILABLE"),
-                      (Cancelled, "CANCELLED"), (UsageError, "INVALID_ARGUMENT"), (ConfigError, "INVALID_ARGUMENT"),
-                      (DriverError, "RUNTIME_FAILURE")):
-        if isinstance(exc, cls):
-            return code
-    return "UNKNOWN"
+    return _code_of_class(type(exc))
 
 
 def error_for(code: str, message: str, hint: str = "", *, kind: str = "", runtime_message: str = "",
               retryable: bool = False, details: Mapping[str, str] | None = None) -> DevsyError:
     """The host's typed error for a RuntimeError received from a provider."""
     cls = CLASS_OF_CODE.get(code, UnknownRuntimeError)
-    refined_code, refined = CLASS_OF_KIND.get(kind, ("", cls))
-    if refined_code == code:
+    refined = error_class(kind)
+    if refined in RESTORED_BY_KIND and _code_of_class(refined) == code:
         cls = refined
     error = cls(message, hint=hint)
     error.runtime_code = code  # type: ignore[attr-defined]
