@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from devsy.errors import NotFound, WorkspaceNotFound
 from harness.backends import BackendInspector, inspector_for
 from harness.catalogue import result_id
 from harness.cleanup import CleanupRegistry
 from harness.commands import CommandLog, CompletedCommand
 from harness.deadline import Deadline
 from harness.devsy_handle import DevsyHandle
+from harness.outcome import error_of
 from harness.ownership import Ownership, RunPaths
 from harness.probes import ProbeResult
 from harness.providers import Provider
@@ -119,5 +121,5 @@ class CaseContext:
 
 
 def _workspace_not_found(completed: CompletedCommand) -> bool:
-    text = completed.stdout.decode("utf-8", "replace")
-    return '"workspace-not-found"' in text or '"not-found"' in text
+    error = error_of(completed.stdout)  # classified by the outcome's error kind, never by text
+    return error is not None and error.is_a(WorkspaceNotFound, NotFound)

@@ -13,6 +13,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+import docker.errors
+
+from devsy import errors as devsy_errors
 from harness.commands import CommandLog, CompletedCommand, run_bounded, tail
 
 DONE, NOT_FOUND, FAILED, TIMED_OUT, KEPT = "done", "not-found", "failed", "timed-out", "kept"
@@ -22,9 +25,15 @@ class NotFound(Exception):
     """Raised by a step whose resource is already gone; the step counts as done."""
 
 
+# The error types that mean "the resource is already gone", by type (never by a class's name): the harness's own,
+# the docker SDK's (ImageNotFound is one), and devsy's (a step that calls devsy's Python API).
+NOT_FOUND_TYPES: tuple[type[BaseException], ...] = (
+    NotFound, docker.errors.NotFound, devsy_errors.NotFound, devsy_errors.WorkspaceNotFound)
+
+
 def looks_not_found(exc: BaseException) -> bool:
-    """True for NotFound-style errors of any library (harness, docker SDK, ...): the resource is gone."""
-    return any(klass.__name__ == "NotFound" for klass in type(exc).__mro__)
+    """True when a step's error is one of the not-found types: the resource is gone, the step is done."""
+    return isinstance(exc, NOT_FOUND_TYPES)
 
 
 @dataclass

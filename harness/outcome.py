@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from devsy.errors import DevsyError, error_class
 from harness.commands import CommandRecord
 
 
@@ -38,9 +39,14 @@ class WorkspaceView:
 
 @dataclass(frozen=True)
 class ErrorView:
-    type: str
+    type: str  # the error's kind (devsy.errors registry)
     message: str
     hint: str
+
+    def is_a(self, *classes: type[DevsyError]) -> bool:
+        """True when the class that declares this error's kind is (a subclass of) one of `classes`."""
+        declared = error_class(self.type)
+        return declared is not None and issubclass(declared, classes)
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,6 @@ def parse_outcome(stdout: bytes, exit_code: int | None, record: CommandRecord) -
         ) from None
     if not isinstance(data, dict) or "outcome" not in data:
         raise OutcomeError(f"devsy's JSON outcome has no 'outcome' field: {text[:500]}")
-    error = data.get("error")
     return Outcome(
         outcome=str(data["outcome"]),
         command=str(data.get("command", "")),
@@ -106,10 +111,24 @@ def parse_outcome(stdout: bytes, exit_code: int | None, record: CommandRecord) -
         workspace=_workspace(data.get("workspace")),
         workspace_id=data.get("workspace_id"),
         listed=tuple(str(w.get("id", "")) for w in data.get("workspaces") or [] if isinstance(w, dict)),
-        error=ErrorView(str(error.get("type", "")), str(error.get("message", "")), str(error.get("hint", "")))
-        if isinstance(error, dict)
-        else None,
+        error=_error(data.get("error")),
     )
+
+
+def error_of(stdout: bytes) -> ErrorView | None:
+    """The error of a `--json` error outcome on `stdout`; None for a success, or for output that is no outcome."""
+    try:
+        data = json.loads(stdout.decode("utf-8", "replace").strip())
+    except json.JSONDecodeError:
+        return None
+    error = data.get("error") if isinstance(data, dict) and data.get("outcome") == "error" else None
+    return _error(error)
+
+
+def _error(raw: Any) -> ErrorView | None:
+    if not isinstance(raw, dict):
+        return None
+    return ErrorView(str(raw.get("type", "")), str(raw.get("message", "")), str(raw.get("hint", "")))
 
 
 def _workspace(raw: Any) -> WorkspaceView | None:
