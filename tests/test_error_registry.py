@@ -66,6 +66,14 @@ def test_a_class_without_its_own_kind_fails_when_it_is_created() -> None:
     assert error_class(DriverError.kind) is DriverError
 
 
+def test_the_same_class_defined_again_by_a_reload_or_a_module_run_as_main_is_no_duplicate() -> None:
+    probe = ("import importlib, runpy, devsy.ssh.mux.liveness as m; importlib.reload(m); "
+             "runpy.run_module('devsy.ssh.mux.liveness', run_name='__main__', alter_sys=True); print('defined')")
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "defined"), done.stderr
+
+
 def test_the_wire_layer_gets_boot_failed_without_importing_a_driver() -> None:
     probe = ("import sys, devsy.runtime.wire.errors, devsy.runtime.host.rpc_errors, devsy.runtime.sdk.errors; "
              "print(sorted(m for m in sys.modules if m.startswith(('devsy.driver.microsandbox', 'devsy.driver.docker', "
