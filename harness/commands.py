@@ -6,13 +6,13 @@ so a failed case can show exactly what it ran.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from devsy import process_tree
 
 TAIL_LINES = 40
 TAIL_CHARS = 8000
@@ -86,20 +86,6 @@ class CompletedCommand:
         )
 
 
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group, then SIGKILL it if it is still there after a short grace."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, KILL_GRACE)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_bounded(
     argv: list[str],
     timeout: float,
@@ -123,11 +109,11 @@ def run_bounded(
         stdout, stderr = proc.communicate(input=input_bytes, timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_group(proc)
+        process_tree.stop_child(proc, grace=KILL_GRACE, kill_wait=KILL_GRACE)
         stdout, stderr = _drain(proc)
     except BaseException:
         # Interrupted (Ctrl-C, pytest-timeout): never leave the group running behind us.
-        kill_group(proc)
+        process_tree.stop_child(proc, grace=KILL_GRACE, kill_wait=KILL_GRACE)
         raise
     return CompletedCommand(
         argv=argv,

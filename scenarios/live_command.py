@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Self
 
-from harness.commands import CompletedCommand, kill_group
+from devsy import process_tree
+from harness.commands import KILL_GRACE, CompletedCommand
 from harness.devsy_handle import DevsyHandle
 
 
@@ -93,7 +94,7 @@ class LiveCommand:
                  traceback: TracebackType | None) -> None:
         killed = self.proc.poll() is None
         if killed:
-            kill_group(self.proc)
+            process_tree.stop_child(self.proc, grace=KILL_GRACE, kill_wait=KILL_GRACE)
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
@@ -128,10 +129,7 @@ class LiveCommand:
 
     def send_signal(self, signum: int, *, group: bool = False) -> float:
         """Signal the devsy process (or its whole process group, as a terminal's Ctrl-C does); returns the time."""
-        if group:
-            os.killpg(self.proc.pid, signum)
-        else:
-            self.proc.send_signal(signum)
+        process_tree.signal_child(self.proc, signum, group=group)
         return time.monotonic()
 
     def wait(self, timeout: float) -> int | None:

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devsy import process_tree
 from devsy.driver import exec_guard_process
 
 # -I -S: no site, no user or environment paths: the guard starts in a fraction of a full interpreter's time.
@@ -98,42 +99,12 @@ def _import_path() -> list[str]:
 
 
 # -- a plan for commands that run as a host child in a session of their own (e.g. `msb exec`) ------------------------
-_HOST_GROUP_STOP = "devsy.driver.exec_guard:stop_host_group"
+_HOST_GROUP_STOP = "devsy.process_tree:stop_pid"
 _TERM_GRACE_S = 5.0
 
 
 def host_group_plan(pid: int) -> KillPlan:
-    """Stop the process group that `pid` leads (a child started with start_new_session): TERM, then KILL."""
-    return KillPlan(_HOST_GROUP_STOP, {"pid": pid, "start_time": _start_time(pid)})
-
-
-def stop_host_group(pid: int, start_time: int, grace: float = _TERM_GRACE_S) -> None:
-    """The guard's side of host_group_plan; does nothing once the leader is gone (its pid may be someone else's)."""
-    import select
-    import signal
-
-    try:
-        pidfd = os.pidfd_open(pid)  # pins the process: from here on `pid` cannot be reused under us
-    except ProcessLookupError:
-        return
-    try:
-        if _start_time(pid) != start_time:
-            return  # the leader we were told about is gone; this pid is another process's
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)  # readable once the process has exited
-        if not poller.poll(grace * 1000):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-    finally:
-        os.close(pidfd)
-
-
-def _start_time(pid: int) -> int | None:
-    """/proc/PID/stat field 22 (start time in clock ticks since boot): with the pid, a process's identity."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    """Stop the process group that `pid` leads (a child started with start_new_session): TERM, then KILL. The
+    recorded start time keeps the guard from signalling a later process that got the same pid."""
+    return KillPlan(_HOST_GROUP_STOP, {"pid": pid, "start": process_tree.start_time(pid), "group": True,
+                                       "grace": _TERM_GRACE_S})

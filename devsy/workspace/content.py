@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
+from devsy import process_tree
 from devsy.errors import WorkspaceError
 from devsy.workspace.source import redact_url
 
@@ -102,16 +102,8 @@ def _run_clone(url: str, target: Path, *, timeout: float) -> None:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> bytes:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # already gone
-    # The group is SIGKILLed, so this returns promptly; the bound guards against an unkillable (D-state) git.
-    try:
-        _, stderr = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        return b""
-    return stderr or b""
+    # KILL at once (a clone holds nothing to clean up); the bound guards against an unkillable (D-state) git.
+    return process_tree.stop_child_collecting(proc, grace=0, kill_wait=10).stderr
 
 
 def _tail(stderr: bytes | None) -> str:

@@ -2,41 +2,25 @@
 
 Every msb child starts in its own session (so a terminal's Ctrl-C reaches devsy, which then decides), which makes
 its pid also its process-group id. A VMM that msb detaches into a session of its own is deliberately out of reach:
-removing the sandbox (`msb rm -f`) is what ends it.
+removing the sandbox (`msb rm -f`) is what ends it. The signalling itself (and its pid-reuse guard) is
+devsy.process_tree's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
 import threading
+
+from devsy import process_tree
 
 TERM_GRACE_S = 5.0
 KILL_WAIT_S = 10.0
 
 
-def signal_group(proc: subprocess.Popen, sig: int) -> None:
-    """Send `sig` to the child's group, unless the child has already been reaped (its pid could be reused)."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
-def stop_group(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> None:
+def stop_group(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> process_tree.Stopped:
     """TERM the group, KILL it if the child outlives `grace`, and reap the child."""
-    signal_group(proc, signal.SIGTERM)
-    try:
-        proc.wait(grace)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    signal_group(proc, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(KILL_WAIT_S)
-    signal_group(proc, signal.SIGKILL)  # the child is gone; stragglers in its group are not left running
+    return process_tree.stop_child(proc, group=True, grace=grace, kill_wait=KILL_WAIT_S)
 
 
 class Terminator:
@@ -55,13 +39,13 @@ class Terminator:
             if self.fired:
                 return
             self.fired = True
-            signal_group(self._proc, signal.SIGTERM)
-            self._timer = threading.Timer(self._grace, signal_group, (self._proc, signal.SIGKILL))
+            process_tree.signal_child(self._proc, signal.SIGTERM)
+            self._timer = threading.Timer(self._grace, process_tree.signal_child, (self._proc, signal.SIGKILL))
             self._timer.daemon = True
             self._timer.start()
 
     def disarm(self) -> None:
-        """The child has been reaped: the pending KILL must not hit a reused pid."""
+        """The child has been reaped: the pending KILL is moot (and signal_child would refuse a reaped child)."""
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()

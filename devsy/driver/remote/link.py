@@ -14,6 +14,7 @@ import collections
 import json
 import os
 import selectors
+import signal
 import subprocess
 import threading
 import time
@@ -22,10 +23,11 @@ from dataclasses import asdict, dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from devsy import process_tree
 from devsy.agent.install import launch_argv
 from devsy.driver.remote.errors import RemoteUnreachable, agent_error
 from devsy.driver.remote.relay import SocketRelay
-from devsy.driver.remote.transport import ExecTransport, kill_group
+from devsy.driver.remote.transport import ExecTransport
 from devsy.errors import DevsyError
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import HEALTH_SERVICE
@@ -218,5 +220,5 @@ def _end(proc: subprocess.Popen) -> None:
     try:
         proc.wait(_EXIT_WAIT_S)
     except subprocess.TimeoutExpired:
-        kill_group(proc)
+        process_tree.signal_child(proc, signal.SIGKILL)
         proc.wait(_EXIT_WAIT_S)

@@ -12,7 +12,6 @@ not apply, and environment variables are refused (they would have to travel on a
 from __future__ import annotations
 
 import io
-import os
 import shlex
 import signal
 import subprocess
@@ -20,6 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import BinaryIO
 
+from devsy import process_tree
 from devsy.driver.base import ExecRequest, ExecResult
 from devsy.driver.remote.errors import RemoteUnreachable
 from devsy.errors import DriverError
@@ -55,7 +55,7 @@ class ExecTransport:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_group(proc)
+            process_tree.signal_child(proc, signal.SIGKILL)
             raise RemoteUnreachable(f"`{shlex.join(self.argv(remote))[:200]}` did not finish within {timeout:g}s",
                                     hint="check that the remote machine answers its exec command") from None
         return proc.returncode, out, err
@@ -77,7 +77,7 @@ class ExecTransport:
         pump = StdinPump(request.stdin or io.BytesIO(b""), sink, stdin.close, owns_source=request.owns_stdin)
         readers = [threading.Thread(target=_copy, args=(proc.stdout, request.stdout), daemon=True),
                    threading.Thread(target=_copy, args=(proc.stderr, request.stderr), daemon=True)]
-        unsubscribe = request.cancel.on_cancel(lambda: (pump.stop(), kill_group(proc)))
+        unsubscribe = request.cancel.on_cancel(lambda: (pump.stop(), process_tree.signal_child(proc, signal.SIGKILL)))
         pump.start()
         for reader in readers:
             reader.start()
@@ -100,11 +100,3 @@ def _copy(source: BinaryIO, target: BinaryIO) -> None:
     for chunk in iter(lambda: source.read(_CHUNK), b""):
         target.write(chunk)
     target.flush()
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group `popen` started (the local exec command; the remote side sees its input end)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

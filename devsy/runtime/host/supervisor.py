@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 
+from devsy import process_tree
 from devsy.runtime.host.supervisor_config import MAX_CONFIG_BYTES, ConfigError, SupervisorConfig
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -92,30 +93,12 @@ def provider_status(pid: int) -> tuple[int, str]:
     return 1, f"was killed by signal {signal.Signals(info.si_status).name}"
 
 
-def _raise_timeout(*_: object) -> None:
-    raise TimeoutError
-
-
 def teardown(pgid: int) -> int:
     """SIGKILL the provider's process group and reap its members only; returns how many were reaped."""
-    reaped = 0
-    signal.signal(signal.SIGALRM, _raise_timeout)
-    signal.setitimer(signal.ITIMER_REAL, _REAP_TIMEOUT_S)
-    try:
-        while True:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)  # again each round: a member may have forked meanwhile
-            try:
-                # Only this group: a setsid'd descendant reparented to us is in another group and is left alone.
-                os.waitpid(-pgid, 0)
-            except ChildProcessError:
-                return reaped
-            reaped += 1
-    except TimeoutError:
+    reaped, complete = process_tree.kill_and_reap_group(pgid, _REAP_TIMEOUT_S)
+    if not complete:
         _log(f"gave up reaping process group {pgid} after {_REAP_TIMEOUT_S:.0f}s (a member is stuck in the kernel)")
-        return reaped
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+    return reaped
 
 
 def supervise(lease_fd: int, config_fd: int) -> int:

@@ -37,7 +37,7 @@ from pathlib import Path
 from devsy import errors
 from devsy.ssh import terminal
 from devsy.ssh.mux.liveness import (STARTED_WITHIN_S, Liveness, MasterUnresponsive, Wedged, kill_and_wait,
-                                    kill_master, master_pidfd, say, wait_exited)
+                                    kill_master, pin_master, say)
 from devsy.ssh.mux.protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.paths import workspace_paths
@@ -300,16 +300,14 @@ def stop_master(home: Path, workspace_id: str, workspace_uid: str) -> bool:
         return False
     sock, pid = found
     with contextlib.closing(sock):
-        pidfd = master_pidfd(sock, pid)
-        if pidfd is None:
+        master = pin_master(sock, pid)
+        if master is None:
             return True  # already gone
-        try:
+        with master:
             with contextlib.suppress(OSError):
                 MessageStream(sock).send({"op": "exit"})
-            if not wait_exited(pidfd, STOP_WAIT_S):
-                kill_and_wait(pidfd)
-        finally:
-            os.close(pidfd)
+            if not master.wait(STOP_WAIT_S):
+                kill_and_wait(master)
     return True
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import socket
 import time
 
-from devsy import errors
+from devsy import errors, process_tree
 
 PING_AFTER_S = 3.0  # silence from the master this long: ping it
 NOTICE_AFTER_S = 3.0  # a ping unanswered this long: tell the user what we wait for
@@ -82,34 +81,23 @@ def say(text: str) -> None:
 def kill_master(sock: socket.socket, pid: int) -> bool:
     """SIGKILL the master at the other end of `sock` and wait (bounded) until it is gone; False if it outlived the
     wait."""
-    pidfd = master_pidfd(sock, pid)
-    if pidfd is None:
+    master = pin_master(sock, pid)
+    if master is None:
         return True
-    try:
-        return kill_and_wait(pidfd)
-    finally:
-        os.close(pidfd)
+    with master:
+        return kill_and_wait(master)
 
 
-def master_pidfd(sock: socket.socket, pid: int) -> int | None:
-    """A pidfd of the master at the other end of `sock` (pid from SO_PEERCRED), or None when it has exited.
-    Pid-reuse-safe: the pidfd is kept only if our connection to the master is still open after it was taken, which
-    proves that the pid was still the master's then."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
-    if not master_connected(sock):
-        os.close(pidfd)
-        return None
-    return pidfd
+def pin_master(sock: socket.socket, pid: int) -> process_tree.Pinned | None:
+    """The master at the other end of `sock` (pid from SO_PEERCRED), pinned, or None when it has exited.
+    Pid-reuse-safe: our connection to the master still being open after the pidfd was taken proves that the pid
+    was still the master's then."""
+    return process_tree.pin(pid, lambda: master_connected(sock))
 
 
-def kill_and_wait(pidfd: int) -> bool:
-    """SIGKILL the process of `pidfd` (a stopped one too) and wait, bounded, until it has exited."""
-    with contextlib.suppress(ProcessLookupError):
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-    return wait_exited(pidfd, KILL_WAIT_S)
+def kill_and_wait(master: process_tree.Pinned) -> bool:
+    """SIGKILL the master (a stopped one too) and wait, bounded, until it has exited."""
+    return process_tree.stop([master], group=False, grace=0, kill_wait=KILL_WAIT_S)[0].ended
 
 
 def master_connected(sock: socket.socket) -> bool:
@@ -117,10 +105,3 @@ def master_connected(sock: socket.socket) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLHUP)  # POLLHUP is always reported; this asks for nothing else
     return not any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(0))
-
-
-def wait_exited(pidfd: int, timeout: float) -> bool:
-    """True once the process of `pidfd` has exited (a pidfd becomes readable then), False after `timeout`."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(timeout * 1000))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import psutil
 
+from devsy import process_tree
+
 MASTER_MODULE = "devsy.ssh.mux.master"
 _STOP_WAIT_S = 10.0
 
@@ -33,12 +35,15 @@ def stop_masters_under(root: Path, workspaces: Callable[[str], bool] = lambda _:
     """Stop (SIGTERM, then SIGKILL after a bound) every master under `root` serving one of `workspaces`; returns
     what was stopped."""
     masters = [(process, ws) for process, ws in masters_under(root) if workspaces(ws)]
-    for process, _ in masters:
-        with contextlib.suppress(psutil.Error):
-            process.terminate()  # it closes its connections; each agent then exits
-    _, alive = psutil.wait_procs([p for p, _ in masters], timeout=_STOP_WAIT_S)
-    for process in alive:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(alive, timeout=_STOP_WAIT_S)
+    # psutil's is_running compares the create time it saw: the pinned pid is still the master we found.
+    pinned = [found for process, _ in masters if (found := process_tree.pin(process.pid, process.is_running))]
+    try:
+        # TERM: it closes its connections; each agent then exits.
+        process_tree.stop(pinned, group=False, grace=_STOP_WAIT_S, kill_wait=_STOP_WAIT_S)
+    finally:
+        for found in pinned:
+            found.close()
+    # Exited is not yet gone: callers look for masters in the process table, where one stays until its parent (not
+    # us) reaps it.
+    psutil.wait_procs([process for process, _ in masters], timeout=_STOP_WAIT_S)
     return [f"ssh master of {workspace} (pid {process.pid})" for process, workspace in masters]

@@ -1,0 +1,286 @@
+"""Stopping a process or its process group: TERM, a bounded grace, KILL; never a pid that names someone else now.
+
+Every stop in devsy goes through here. A pid is signalled only through a `Pinned` handle: a pidfd (pidfd_send_signal
+cannot reach another process, whatever the number names later), opened and then proven to name the intended
+process (our unreaped child, a recorded start time, or a caller's own proof such as a still-open socket). A process
+group is signalled by its number (killpg has no pidfd form), so only while that number is provably still the
+group's: its leader has not exited, or the leader is our own child left unreaped (a zombie keeps its number). A
+group whose leader is gone is reached by `kill_and_reap_group`, which only signals while a member is our child.
+
+Standard library only: the SSH client, the runtime supervisor and the exec guard's bare interpreter import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# A KILLed process dies at once unless it is stuck in the kernel (D state); this bounds the wait for that.
+KILL_WAIT_S = 10.0
+
+
+class Outcome(enum.Enum):
+    """How a stop ended, for one process."""
+
+    GONE = "gone"  # not running (or no longer the intended process) when asked: nothing was signalled
+    EXITED = "exited"  # ended within the grace after TERM
+    KILLED = "killed"  # outlived the grace (or got no grace) and ended after KILL
+    SURVIVED = "survived"  # still there after KILL and its bounded wait: stuck in the kernel
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The result of stopping one process (and, for a group stop, the group it leads)."""
+
+    pid: int
+    outcome: Outcome
+
+    @property
+    def ended(self) -> bool:
+        return self.outcome is not Outcome.SURVIVED
+
+
+def start_time(pid: int) -> int | None:
+    """/proc/PID/stat field 22 (start time in clock ticks since boot): with the pid, a process's identity."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+class Pinned:
+    """A process held by a pidfd that was shown to name the intended process after it was opened."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self._fd = pidfd
+
+    def __enter__(self) -> Pinned:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def exited(self) -> bool:
+        """Whether the process has exited (a zombie counts: it runs no more)."""
+        return self.wait(0)
+
+    def wait(self, timeout: float) -> bool:
+        """True once the process has exited (its pidfd turns readable), False after `timeout` seconds."""
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(max(0.0, timeout) * 1000))
+
+    def signal(self, sig: int, *, group: bool = False) -> bool:
+        """Send `sig` to the process, or to the group it leads; False when it could not be reached (gone)."""
+        if group:
+            if not self._group_number_held():
+                return False
+            try:
+                os.killpg(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                return False
+            return True
+        try:
+            signal.pidfd_send_signal(self._fd, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _group_number_held(self) -> bool:
+        """The group's number is still the leader's: it runs, or it is our child and nobody reaped it yet."""
+        if not self.exited():
+            return True
+        try:  # WNOWAIT: look without reaping; the zombie keeps the number for the caller's own reap
+            return os.waitid(os.P_PIDFD, self._fd, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return False  # not our child (or already reaped): its number may name another group by now
+
+
+def pin(pid: int, same: Callable[[], bool]) -> Pinned | None:
+    """Pin `pid` if `same()`, asked after the pidfd is open, confirms it is still the intended process."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    if not same():
+        os.close(pidfd)
+        return None
+    return Pinned(pid, pidfd)
+
+
+def pin_started(pid: int, started: int | None) -> Pinned | None:
+    """Pin `pid` if it is still the process that started at `started` (see start_time)."""
+    if started is None:
+        return None
+    return pin(pid, lambda: start_time(pid) == started)
+
+
+def pin_child(proc: subprocess.Popen) -> Pinned | None:
+    """Pin our child `proc` unless it was already reaped (then its pid may be another process's)."""
+    if proc.returncode is not None:
+        return None
+    return pin(proc.pid, lambda: proc.returncode is None)
+
+
+def signal_child(proc: subprocess.Popen, sig: int, *, group: bool = True) -> bool:
+    """Send `sig` to our child (its group by default) without waiting; safe from a signal handler or a timer."""
+    pinned = pin_child(proc)
+    if pinned is None:
+        return False
+    with pinned:
+        return pinned.signal(sig, group=group)
+
+
+def stop(targets: Sequence[Pinned], *, group: bool, grace: float, kill_wait: float = KILL_WAIT_S,
+         wait: Callable[[list[Pinned], float], list[Pinned]] | None = None) -> list[Stopped]:
+    """TERM every target (each one's group if `group`), wait up to `grace` for them all, KILL those left and wait up
+    to `kill_wait`. A `grace` of 0 skips TERM: KILL at once. `wait(targets, timeout)` returns those still running
+    after it (default: watch their pidfds)."""
+    wait = wait or _wait_all
+    outcomes: dict[int, Outcome] = {}
+    termed = []
+    for target in targets:
+        if grace > 0 and not target.signal(signal.SIGTERM, group=group):
+            outcomes[target.pid] = Outcome.GONE
+        else:
+            termed.append(target)
+    left = wait(termed, grace) if grace > 0 else termed
+    for target in termed:
+        if target not in left:
+            outcomes[target.pid] = Outcome.EXITED
+    killed = [target for target in left if target.signal(signal.SIGKILL, group=group) or not target.exited()]
+    for target in left:
+        if target not in killed:
+            outcomes[target.pid] = Outcome.GONE if grace == 0 else Outcome.EXITED
+    survivors = wait(killed, kill_wait) if killed else []
+    for target in killed:
+        outcomes[target.pid] = Outcome.SURVIVED if target in survivors else Outcome.KILLED
+    return [Stopped(target.pid, outcomes[target.pid]) for target in targets]
+
+
+def stop_pid(pid: int, start: int | None, *, group: bool, grace: float, kill_wait: float = KILL_WAIT_S) -> Stopped:
+    """Stop the process `pid` that started at `start` (or the group it leads); GONE if that process is gone."""
+    pinned = pin_started(pid, start)
+    if pinned is None:
+        return Stopped(pid, Outcome.GONE)
+    with pinned:
+        return stop([pinned], group=group, grace=grace, kill_wait=kill_wait)[0]
+
+
+def stop_child(proc: subprocess.Popen, *, group: bool = True, grace: float,
+               kill_wait: float = KILL_WAIT_S) -> Stopped:
+    """Stop our child `proc` (its group by default) and reap it once it has exited."""
+    pinned = pin_child(proc)
+    if pinned is None:
+        return Stopped(proc.pid, Outcome.GONE)
+    with pinned:
+        result = stop([pinned], group=group, grace=grace, kill_wait=kill_wait)[0]
+    if result.ended:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(kill_wait)  # it has exited: this returns at once (another thread may reap it first)
+    return result
+
+
+@dataclass(frozen=True)
+class Collected(Stopped):
+    """A stopped child's result with everything it wrote to its stdout and stderr pipes."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def stop_child_collecting(proc: subprocess.Popen, *, group: bool = True, grace: float,
+                          kill_wait: float = KILL_WAIT_S) -> Collected:
+    """stop_child for a child whose output pipes we hold: every wait reads them (communicate), so a child blocked on
+    a full pipe can still exit within its grace; returns what it wrote (empty if it could not be read to the end)."""
+    output = [b"", b""]
+
+    def communicated(targets: list[Pinned], timeout: float) -> list[Pinned]:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return targets
+        output[:] = [out or b"", err or b""]
+        return []
+
+    pinned = pin_child(proc)
+    if pinned is None:
+        communicated([], kill_wait)  # already reaped: what it left in the pipes
+        return Collected(proc.pid, Outcome.GONE, *output)
+    with pinned:
+        result = stop([pinned], group=group, grace=grace, kill_wait=kill_wait, wait=communicated)[0]
+    if result.outcome is Outcome.GONE:
+        communicated([], kill_wait)
+    return Collected(result.pid, result.outcome, *output)
+
+
+def kill_and_reap_group(pgid: int, timeout: float) -> tuple[int, bool]:
+    """SIGKILL the group `pgid` of our children (a subreaper's: orphans reparent to it) and reap its members only;
+    (how many were reaped, whether all were within `timeout`). Members that started a session of their own are in
+    another group and are left alone. Main thread only: a blocked waitpid is bounded by SIGALRM."""
+    reaped = 0
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        while _has_child_in(pgid):  # a child of ours is in it: the number is the group's, not a reused one
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)  # again each round: a member may have forked meanwhile
+            try:
+                os.waitpid(-pgid, 0)
+            except ChildProcessError:
+                break
+            reaped += 1
+        return reaped, True
+    except _ReapTimeout:
+        return reaped, False
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _ReapTimeout(Exception):
+    pass
+
+
+def _raise_timeout(*_: object) -> None:
+    raise _ReapTimeout
+
+
+def _has_child_in(pgid: int) -> bool:
+    try:
+        os.waitid(os.P_PGID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _wait_all(targets: list[Pinned], timeout: float) -> list[Pinned]:
+    """Those of `targets` still running after `timeout` seconds (one poll over all their pidfds)."""
+    deadline = time.monotonic() + timeout
+    left = [target for target in targets if not target.exited()]
+    while left:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        poller = select.poll()
+        for target in left:
+            poller.register(target._fd, select.POLLIN)  # noqa: SLF001 - same module
+        if not poller.poll(remaining * 1000):
+            break
+        left = [target for target in left if not target.exited()]
+    return left

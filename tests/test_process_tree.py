@@ -1,0 +1,166 @@
+"""devsy.process_tree on real processes: TERM, a bounded grace, KILL; and its refusal to signal a pid that may be
+someone else's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devsy import process_tree
+from devsy.bounded_wait import wait_until
+from devsy.process_tree import Outcome
+
+# A child that says "ready" once its TERM disposition is set (so no signal can arrive before that), then sleeps.
+_SLEEPER = "import signal, sys, time\n{setup}\nprint('ready', flush=True)\ntime.sleep(600)\n"
+_IGNORE_TERM = "signal.signal(signal.SIGTERM, signal.SIG_IGN)"
+
+
+def _start(setup: str = "", **popen: object) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _SLEEPER.format(setup=setup)], stdout=subprocess.PIPE,
+                            start_new_session=True, **popen)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"  # bounded: the child prints it at once, or exits (EOF)
+    return proc
+
+
+@pytest.fixture
+def children():
+    started: list[subprocess.Popen] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # cleanup independent of the code under test
+        proc.wait(30)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed grandchild is a zombie until init reaps it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_child_that_honours_term_exits_within_the_grace_and_is_reaped(children) -> None:
+    proc = _start()
+    children.append(proc)
+    result = process_tree.stop_child(proc, grace=30)
+    assert result.outcome is Outcome.EXITED
+    assert proc.returncode == -signal.SIGTERM
+
+
+def test_a_child_that_ignores_term_is_killed_after_the_grace(children) -> None:
+    proc = _start(_IGNORE_TERM)
+    children.append(proc)
+    result = process_tree.stop_child(proc, grace=0.5)
+    assert result.outcome is Outcome.KILLED
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_group_stop_reaches_a_grandchild_that_ignores_term(children) -> None:
+    # The leader (TERM-proof too) forks a member of its group that ignores TERM, prints its pid, and waits for it.
+    script = ("import os, signal, subprocess, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {_SLEEPER.format(setup=_IGNORE_TERM)!r}],"
+              " stdout=subprocess.PIPE)\n"
+              "assert child.stdout.readline() == b'ready\\n'\n"
+              "print(child.pid, flush=True)\nchild.wait()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True)
+    children.append(proc)
+    assert proc.stdout is not None
+    grandchild = int(proc.stdout.readline())
+    assert _running(grandchild)
+    result = process_tree.stop_child(proc, grace=0.5)
+    assert result.outcome is Outcome.KILLED
+    wait_until(lambda: not _running(grandchild), timeout=30, interval=0.05, what="the grandchild's end")
+
+
+def test_stop_many_reports_each_outcome(children) -> None:
+    polite, stubborn = _start(), _start(_IGNORE_TERM)
+    children += [polite, stubborn]
+    pinned = [process_tree.pin_child(polite), process_tree.pin_child(stubborn)]
+    assert None not in pinned
+    try:
+        results = process_tree.stop(pinned, group=False, grace=1.0)
+    finally:
+        for target in pinned:
+            target.close()
+    assert [r.outcome for r in results] == [Outcome.EXITED, Outcome.KILLED]
+    assert (polite.wait(30), stubborn.wait(30)) == (-signal.SIGTERM, -signal.SIGKILL)
+
+
+def test_a_recorded_start_time_that_differs_means_another_process_and_nothing_is_signalled(children) -> None:
+    # What a reused pid looks like to the guard: the same number, another start time.
+    proc = _start()
+    children.append(proc)
+    started = process_tree.start_time(proc.pid)
+    assert started is not None
+    result = process_tree.stop_pid(proc.pid, started + 1, group=True, grace=0)
+    assert result.outcome is Outcome.GONE
+    assert proc.poll() is None, "the guard signalled a process it was not told about"
+    # The true start time is accepted: the same call then stops it.
+    assert process_tree.stop_pid(proc.pid, started, group=True, grace=30).outcome is Outcome.EXITED
+    assert proc.wait(30) == -signal.SIGTERM
+
+
+def test_the_group_of_a_leader_that_is_gone_is_not_signalled_by_number(children) -> None:
+    # A group leader that is not our child: once it has exited, nothing proves its number is still its group's
+    # (here a member still holds it; with no member left it could be another group's), so the group is not signalled.
+    leader_script = ("import subprocess, sys\n"
+                     f"m = subprocess.Popen([sys.executable, '-c', {_SLEEPER.format(setup='')!r}],"
+                     " stdout=subprocess.PIPE)\n"
+                     "assert m.stdout.readline() == b'ready\\n'\nprint(m.pid, flush=True)\nsys.stdin.read()\n")
+    parent_script = ("import subprocess, sys\n"
+                     f"l = subprocess.Popen([sys.executable, '-c', {leader_script!r}], stdin=subprocess.PIPE,"
+                     " stdout=subprocess.PIPE, start_new_session=True)\n"
+                     "print(l.pid, int(l.stdout.readline()), flush=True)\nsys.stdin.read()\nl.stdin.close()\n"
+                     "sys.exit(l.wait())\n")
+    parent = subprocess.Popen([sys.executable, "-c", parent_script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    children.append(parent)
+    assert parent.stdout is not None and parent.stdin is not None
+    leader, member = (int(word) for word in parent.stdout.readline().split())
+    member_start = process_tree.start_time(member)
+    try:
+        pinned = process_tree.pin_started(leader, process_tree.start_time(leader))
+        assert pinned is not None
+        with pinned:
+            assert pinned.signal(0, group=True) is True  # running: its group number is its own
+            parent.stdin.close()  # the leader exits and its parent reaps it; the member runs on in the group
+            assert parent.wait(30) == 0
+            assert pinned.wait(30)
+            assert os.getpgid(member) == leader
+            assert pinned.signal(signal.SIGTERM, group=True) is False
+            assert pinned.signal(signal.SIGTERM) is False
+        assert _running(member), "the group of an exited leader that is not ours was signalled by its number"
+    finally:
+        process_tree.stop_pid(member, member_start, group=False, grace=0)
+
+
+def test_collecting_stop_reads_the_pipes_so_a_chatty_child_can_exit_on_term(children) -> None:
+    # On TERM it writes far more than a pipe holds, then exits: only a wait that reads lets it finish in its grace.
+    setup = ("def bye(*_):\n    sys.stderr.buffer.write(b'x' * (4 << 20)); sys.stderr.flush(); sys.exit(3)\n"
+             "signal.signal(signal.SIGTERM, bye)")
+    proc = _start(setup, stderr=subprocess.PIPE)
+    children.append(proc)
+    result = process_tree.stop_child_collecting(proc, grace=60)
+    assert result.outcome is Outcome.EXITED
+    assert proc.returncode == 3
+    assert len(result.stderr) == 4 << 20
+
+
+def test_kill_and_reap_group_reaps_our_members_only(children) -> None:
+    proc = _start()
+    other = _start()  # another group of ours: left alone
+    children += [proc, other]
+    reaped, complete = process_tree.kill_and_reap_group(proc.pid, 30)
+    assert (reaped, complete) == (1, True)
+    assert not _running(proc.pid)
+    assert other.poll() is None
+    with pytest.raises(ChildProcessError):  # reaped by the group call: nothing left to wait for
+        os.waitpid(proc.pid, os.WNOHANG)
+    proc.returncode = -signal.SIGKILL  # tell the handle what the group call already collected
