@@ -13,10 +13,12 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from filelock import FileLock
 
 from devsy.driver.microsandbox.locate import bundled_msb, locate_msb
 from devsy.driver.microsandbox.msb import MsbClient
@@ -98,16 +100,61 @@ def busybox_rootfs() -> Path:
     return ensure_probe_rootfs()
 
 
-@pytest.fixture(scope="session")
-def boot_probe() -> ProbeResult:
-    """One real boot attempt per test session (in a private MSB_HOME, with msb's own libkrunfw): can VMs run here?"""
-    home = tempfile.mkdtemp(prefix="msb-probe-", dir="/tmp")
+@dataclass(frozen=True)
+class SessionProbe:
+    """The session's one real boot attempt and the sandboxes msb still listed in its private MSB_HOME afterwards."""
+
+    result: ProbeResult
+    left_behind: list[str]
+
+
+def _probe_in_private_home() -> SessionProbe:
+    """One real boot attempt (in a private MSB_HOME, with msb's own libkrunfw): can VMs run here?"""
+    home = Path(tempfile.mkdtemp(prefix="msb-probe-", dir="/tmp"))
     env = {key: value for key, value in os.environ.items() if key != "MSB_LIBKRUNFW_PATH"}
     try:
-        with mock.patch.dict(os.environ, {**env, "MSB_HOME": home}, clear=True):
-            return probe_boot(timeout=180)
+        with mock.patch.dict(os.environ, {**env, "MSB_HOME": str(home)}, clear=True):
+            result = probe_boot(timeout=180)
+        return SessionProbe(result, sandboxes(home))
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+_probed: list[SessionProbe] = []  # this process's copy, so session_probe and boot_probe never boot twice
+
+
+def _run_probe_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SessionProbe:
+    """The boot probe run once per test run, shared by the xdist workers (the pattern pytest-xdist documents).
+
+    A boot attempt costs a full core for 12-20 s where KVM cannot run guests (the guest crawls under software KVM
+    until it stops with KVM_EXIT_INTERNAL_ERROR); each worker and each test repeating it made up most of the run.
+    """
+    if _probed:
+        return _probed[0]
+    if worker_id == "master":  # not under xdist: this process is the whole run
+        _probed.append(_probe_in_private_home())
+        return _probed[0]
+    shared = tmp_path_factory.getbasetemp().parent / "msb-boot-probe.json"  # one directory per run, every worker
+    with FileLock(f"{shared}.lock", timeout=600):  # the probe holding it is bounded well within (boot 180 s + ...)
+        if shared.exists():
+            data = json.loads(shared.read_text())
+            _probed.append(SessionProbe(ProbeResult(**data["result"]), data["left_behind"]))
+        else:
+            _probed.append(_probe_in_private_home())
+            shared.write_text(json.dumps({"result": asdict(_probed[0].result), "left_behind": _probed[0].left_behind}))
+    return _probed[0]
+
+
+@pytest.fixture(scope="session")
+def session_probe(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SessionProbe:
+    """The session's real boot attempt, with what it left behind."""
+    return _run_probe_once(tmp_path_factory, worker_id)
+
+
+@pytest.fixture(scope="session")
+def boot_probe(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> ProbeResult:
+    """Can microVMs boot here? The session's real boot attempt (see _run_probe_once)."""
+    return _run_probe_once(tmp_path_factory, worker_id).result
 
 
 def skip_unless_boots(probe: ProbeResult) -> None:

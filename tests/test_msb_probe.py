@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devsy.driver.microsandbox.probe import probe_boot
-from test_msb_fixtures import busybox_rootfs, msb_home, no_boot, sandboxes  # noqa: F401 - fixtures
+from test_msb_fixtures import SessionProbe, busybox_rootfs, msb_home, no_boot, sandboxes, session_probe  # noqa: F401
 
 
 def test_probe_reports_a_vm_that_cannot_boot_with_evidence(msb_home: Path, no_boot: Path, busybox_rootfs: Path):
@@ -23,13 +23,15 @@ def test_probe_without_msb_says_so(tmp_path: Path, monkeypatch) -> None:
     assert not result.ok and result.exit_status is None and "MSB_PATH" in result.output_tail
 
 
-def test_probe_on_this_host(msb_home: Path, monkeypatch) -> None:
-    """Either outcome is a finding; each must carry its evidence and leave nothing behind."""
-    monkeypatch.delenv("MSB_LIBKRUNFW_PATH", raising=False)
-    result = probe_boot(timeout=180)
+def test_probe_on_this_host(session_probe: SessionProbe) -> None:
+    """Either outcome is a finding; each must carry its evidence and leave nothing behind.
+
+    The session's real boot attempt (msb's own libkrunfw, a private MSB_HOME), shared with the tests it gates."""
+    result = session_probe.result
+    assert result.command.startswith("msb run --name devsy-probe-")
     if result.ok:
         assert result.exit_status == 0 and "devsy-probe-ok" in result.output_tail
     else:
         assert "did not boot" in result.output_tail or "did not finish" in result.output_tail, result
         assert "msb doctor" in result.output_tail
-    assert sandboxes(msb_home) == []
+    assert session_probe.left_behind == []
