@@ -146,16 +146,17 @@ def signal_child(proc: subprocess.Popen, sig: int, *, group: bool = True) -> boo
         return pinned.signal(sig, group=group)
 
 
-def stop(targets: Sequence[Pinned], *, group: bool, grace: float, kill_wait: float = KILL_WAIT_S,
+def stop(targets: Sequence[Pinned], *, group: bool, grace: float, kill_wait: float = KILL_WAIT_S, term: bool = True,
          wait: Callable[[list[Pinned], float], list[Pinned]] | None = None) -> list[Stopped]:
     """TERM every target (each one's group if `group`), wait up to `grace` for them all, KILL those left and wait up
-    to `kill_wait`. A `grace` of 0 skips TERM: KILL at once. `wait(targets, timeout)` returns those still running
-    after it (default: watch their pidfds)."""
+    to `kill_wait`. A `grace` of 0 skips TERM: KILL at once; `term=False` makes the grace a wait for targets already
+    told to end (or ending by themselves). `wait(targets, timeout)` returns those still running after it (default:
+    watch their pidfds)."""
     wait = wait or _wait_all
     outcomes: dict[int, Outcome] = {}
     termed = []
     for target in targets:
-        if grace > 0 and not target.signal(signal.SIGTERM, group=group):
+        if grace > 0 and not target.signal(signal.SIGTERM if term else 0, group=group):
             outcomes[target.pid] = Outcome.GONE
         else:
             termed.append(target)
@@ -182,14 +183,14 @@ def stop_pid(pid: int, start: int | None, *, group: bool, grace: float, kill_wai
         return stop([pinned], group=group, grace=grace, kill_wait=kill_wait)[0]
 
 
-def stop_child(proc: subprocess.Popen, *, group: bool = True, grace: float,
-               kill_wait: float = KILL_WAIT_S) -> Stopped:
-    """Stop our child `proc` (its group by default) and reap it once it has exited."""
+def stop_child(proc: subprocess.Popen, *, group: bool = True, grace: float, kill_wait: float = KILL_WAIT_S,
+               term: bool = True) -> Stopped:
+    """Stop our child `proc` (its group by default; `term` as in stop) and reap it once it has exited."""
     pinned = pin_child(proc)
     if pinned is None:
         return Stopped(proc.pid, Outcome.GONE)
     with pinned:
-        result = stop([pinned], group=group, grace=grace, kill_wait=kill_wait)[0]
+        result = stop([pinned], group=group, grace=grace, kill_wait=kill_wait, term=term)[0]
     if result.ended:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(kill_wait)  # it has exited: this returns at once (another thread may reap it first)

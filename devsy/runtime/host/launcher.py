@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from devsy import process_tree
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import is_transport_key
 from devsy.runtime.host.supervisor_config import SupervisorConfig
@@ -136,11 +137,7 @@ class SupervisedProvider:
         if self._lease_w >= 0:
             os.close(self._lease_w)
             self._lease_w = -1
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout)
+        process_tree.stop_child(self.process, group=False, term=False, grace=timeout, kill_wait=timeout)
         if self.process.stdout is not None:
             self.process.stdout.close()
         # A setsid'd descendant may keep stderr open for good; then the drain thread keeps it, bounded by its life.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from devsy import errors
+from devsy import errors, process_tree
 from devsy.workspace.paths import workspace_paths
 
 START_TIMEOUT_S = 300.0  # a master's first connection may have to deliver the agent again
@@ -113,18 +112,10 @@ def _read_ready(fd: int, signals: Any, deadline: float) -> bytes | None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Stop a master that is still starting: SIGTERM cancels its work (the driver cleans up in the guest)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        _reap(proc)
+    process_tree.stop_child(proc, group=False, grace=_STOP_WAIT_S, kill_wait=_STOP_WAIT_S)
 
 
 def _reap(proc: subprocess.Popen) -> int | None:
     """Its exit code, once it exited; SIGKILL if it does not within the bound (None if even that did not end it)."""
-    try:
-        return proc.wait(timeout=_STOP_WAIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    try:
-        return proc.wait(timeout=_STOP_WAIT_S)
-    except subprocess.TimeoutExpired:
-        return None
+    process_tree.stop_child(proc, group=False, term=False, grace=_STOP_WAIT_S, kill_wait=_STOP_WAIT_S)
+    return proc.returncode
