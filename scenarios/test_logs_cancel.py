@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from devsy.bounded_wait import poll_until
 from fixtures.process_observer import ObservedProcess, ProcessObserver
 from harness import case
 from harness.backends import BackendInspector
@@ -89,16 +90,14 @@ def _remove_built_images(wid: str) -> None:
 
 def _logs_with(devsy: DevsyHandle, wid: str, wanted: list[bytes], env: dict[str, str] | None = None) -> bytes:
     """`devsy logs` once every wanted marker is in it (the engine copies output asynchronously; bounded wait)."""
-    deadline = time.monotonic() + LOGS_WAIT_S
-    while True:
+    def logs() -> bytes:
         result = devsy.run("logs", wid, env=env)
         assert result.exit_code == 0, f"devsy logs exited {result.exit_code}: {result.stderr[-2000:]!r}"
-        missing = [marker for marker in wanted if marker not in result.stdout]
-        if not missing:
-            return result.stdout
-        assert time.monotonic() < deadline, \
-            f"devsy logs lacks {missing} after {LOGS_WAIT_S:g}s; it returned:\n{result.stdout[-3000:]!r}"
-        time.sleep(0.5)  # polling the instance's output under a deadline, not synchronizing with our own code
+        return result.stdout
+
+    # Polling the instance's output under a deadline, not synchronizing with our own code.
+    return poll_until(logs, lambda out: all(marker in out for marker in wanted), timeout=LOGS_WAIT_S, interval=0.5,
+                      what=f"devsy logs showing {wanted}")
 
 
 @case("logs-cancel/logs-running")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import grpc
 
 from devsy.arch import SUPPORTED
+from devsy.bounded_wait import WaitTimeout, poll_until
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseSkipped, check, expect_error, expect_status
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session
@@ -153,13 +152,15 @@ def case_logs(session: Session) -> None:
             "Logs on a provider without the logs capability")
         raise CaseSkipped("the provider does not advertise logs (it answers UNSUPPORTED, as it must)")
     ws = session.exec_workspace()
-    deadline = time.monotonic() + _LOGS_WAIT_S
-    while True:
+
+    def logs() -> bytes:
         chunks = list(session.stub.Logs(pb.LogsRequest(workspace_id=ws), timeout=UNARY_TIMEOUT_S))
         check(all(1 <= len(chunk.data) <= 32768 for chunk in chunks), "a logs frame outside 1..32768 bytes")
-        data = b"".join(chunk.data for chunk in chunks)
-        # The workload writes its line right after it starts; a backend may take a moment to record it.
-        if data or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return b"".join(chunk.data for chunk in chunks)
+
+    # The workload writes its line right after it starts; a backend may take a moment to record it.
+    try:
+        data = poll_until(logs, bool, timeout=_LOGS_WAIT_S, interval=0.2, what="the workload's logs")
+    except WaitTimeout as exc:
+        data = exc.last  # the check below says what was expected
     check(data == c.WORKLOAD_LOGS, f"logs {data!r} != expected {c.WORKLOAD_LOGS!r}")
