@@ -45,7 +45,7 @@ def test_inspect_of_missing_sandbox_is_absent(msb_home: Path) -> None:
     with pytest.raises(NotFound):
         driver.start("absent-ws")
     with pytest.raises(NotFound):
-        driver.reuse_preflight("absent-ws", "dev", "v1")
+        driver.reuse_preflight("absent-ws", "dev", None)
 
 
 def test_inspect_failing_for_another_reason_surfaces(msb_home: Path, msb: MsbClient) -> None:

@@ -19,11 +19,13 @@ from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.options import MicrosandboxOptions
 from devsy.driver.microsandbox.spec import build_spec
 from devsy.driver.microsandbox.volumes import ensure_volumes
+from devsy.driver.reuse import MountPolicy
 from devsy.errors import AlreadyExists, ConfigError, DriverError, NotFound, RecreateRequired
 from test_msb_fixtures import busybox_rootfs, msb, msb_home, msb_json, no_boot, sandboxes, volumes  # noqa: F401
 
 WS = "life-ws"
 POLICY = "v1;target=/workspaces/p;mode=rw;owner=dev"
+REQUESTED = MountPolicy.from_label(POLICY)
 
 
 def _options(rootfs: Path, folder: Path, **extra) -> RunOptions:
@@ -68,13 +70,13 @@ def test_find_reports_a_stopped_sandbox_with_labels_and_mounts(stopped: RunOptio
 def test_reuse_preflight_is_read_only_and_refuses_changed_owner_or_policy(stopped: RunOptions, msb_home: Path
                                                                           ) -> None:
     before = _updated_at(msb_home)
-    MicrosandboxDriver().reuse_preflight(WS, "dev", POLICY)
+    MicrosandboxDriver().reuse_preflight(WS, "dev", REQUESTED)
     with pytest.raises(RecreateRequired, match="remote user 'dev' -> 'alt'") as user:
-        MicrosandboxDriver().reuse_preflight(WS, "alt", POLICY)
+        MicrosandboxDriver().reuse_preflight(WS, "alt", REQUESTED)
     assert "--recreate" in user.value.hint
     mirror = MicrosandboxDriver(MicrosandboxOptions(host_permissions="mirror"))
     with pytest.raises(RecreateRequired, match="host-perms=mirror"):
-        mirror.reuse_preflight(WS, "dev", POLICY)
+        mirror.reuse_preflight(WS, "dev", REQUESTED)
     assert _updated_at(msb_home) == before and sandboxes(msb_home) == [f"devsy-{WS}"]
 
 

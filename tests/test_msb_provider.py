@@ -22,6 +22,7 @@ from devsy.driver.external.providers import provider_command
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.options import MicrosandboxOptions
 from devsy.driver.microsandbox.spec import build_spec
+from devsy.driver.reuse import MountPolicy
 from devsy.errors import AlreadyExists, RecreateRequired
 from devsy.providers.microsandbox import LABEL_MOUNT_PRESENTATION, split_policy
 from devsy.runtime.wire.errors import InvalidArgument, ProviderExited
@@ -76,9 +77,9 @@ def test_find_reports_the_host_policy_and_reuse_preflight_checks_the_msb_part(st
     # The host's whole check (provider ReusePreflight + its own comparison) accepts the unchanged workspace.
     host = ExternalDriver("external-microsandbox", _command())
     try:
-        host.reuse_preflight(WS, "dev", POLICY)
+        host.reuse_preflight(WS, "dev", MountPolicy.from_label(POLICY))
         with pytest.raises(RecreateRequired, match="workspace mount policy"):
-            host.reuse_preflight(WS, "dev", POLICY.replace("mode=rw", "mode=ro"))
+            host.reuse_preflight(WS, "dev", MountPolicy.from_label(POLICY.replace("mode=rw", "mode=ro")))
     finally:
         host.close()
     with running(_command(MICROSANDBOX_WORKSPACE_HOST_PERMISSIONS="mirror")) as mirror:
@@ -121,8 +122,9 @@ def test_an_invalid_option_stops_the_provider_naming_it_without_its_value() -> N
 
 
 def test_split_policy_separates_the_msb_presentation() -> None:
-    assert split_policy(f"{POLICY};stat-virt=off;host-perms=private") == (POLICY, "stat-virt=off;host-perms=private")
-    assert split_policy(POLICY) == (POLICY, "") and split_policy("") == ("", "")
+    base, presentation = split_policy(MountPolicy.from_label(f"{POLICY};stat-virt=off;host-perms=private"))
+    assert (base.to_label(), presentation) == (POLICY, (("stat-virt", "off"), ("host-perms", "private")))
+    assert split_policy(MountPolicy.from_label(POLICY)) == (MountPolicy.from_label(POLICY), ())
 
 
 @pytest.mark.docker  # the guest image reaches msb from the Docker engine

@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from devsy.driver.base import HostRequirements, Mount, MountType, RunOptions
-from devsy.driver.reuse import mount_policy
+from devsy.driver.reuse import MountPolicy
 from devsy.errors import NotFound, RecreateRequired
 from devsy.redaction import MASK, Redactor
 from devsy.runtime.wire.convert import run_options, run_request
@@ -103,11 +103,11 @@ def test_run_options_survive_the_wire() -> None:
 
 
 def test_provider_side_reuse_policy_follows_the_identity_and_current_version() -> None:
-    recorded = mount_policy(target="/w", read_only=False, owner="dev")
-    assert expected_policy(recorded, "dev") == recorded
-    assert expected_policy(recorded, "alt") != recorded
+    recorded = MountPolicy(target="/w", read_only=False, owner="dev")
+    assert expected_policy(recorded.to_label(), "dev") == recorded
+    assert expected_policy(recorded.to_label(), "alt") != recorded
     assert expected_policy("v0;target=/w;mode=rw;owner=dev", "dev") == recorded
-    assert expected_policy("", "dev") == ""
+    assert expected_policy("", "dev") is None
 
 
 @pytest.mark.parametrize("line", ["hello", "1|1|unix|/s|netrpc|", "2|1|unix|/s|grpc|", "1|1|tcp|127.0.0.1:1|grpc|",

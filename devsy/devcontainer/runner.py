@@ -16,7 +16,6 @@ from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
 from devsy.driver.base import (
     LABEL_CREATE_ATTEMPT,
-    LABEL_MOUNT_POLICY,
     LABEL_REMOTE_USER,
     LABEL_WORKSPACE_UID,
     ContainerDetails,
@@ -25,6 +24,7 @@ from devsy.driver.base import (
     RunOptions,
 )
 from devsy.driver.registry import DEFAULT_PROVIDER, make_driver, network_mode_of, validate_provider
+from devsy.driver.reuse import Ownership
 from devsy.errors import ConfigError, DevsyError, WorkspaceError
 from devsy.progress import Progress
 from devsy.workspace.content import clone_git, remove_content, remove_stale_partials
@@ -194,7 +194,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         image=image.ref, image_built_locally=image.built_locally, user=config.container_user or "",
         remote_user=user, env=dict(config.container_env), workspace_mount=mount.mount, mounts=list(config.mounts),
         host_requirements=config.host_requirements, allow_recreate=found is not None,
-        labels={LABEL_WORKSPACE_UID: record.uid, LABEL_REMOTE_USER: user, LABEL_MOUNT_POLICY: mount.policy,
+        labels={LABEL_WORKSPACE_UID: record.uid, **Ownership(user, mount.policy).to_labels(),
                 LABEL_CREATE_ATTEMPT: create_attempt},
     )
     if config.override_command:

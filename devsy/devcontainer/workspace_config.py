@@ -8,7 +8,7 @@ from pathlib import Path
 from devsy.devcontainer.config import DevContainerConfig, image_only_config, load_config
 from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.driver.base import Mount, MountType
-from devsy.driver.reuse import mount_policy
+from devsy.driver.reuse import MountPolicy
 from devsy.workspace.paths import WorkspacePaths
 from devsy.workspace.source import Source
 
@@ -31,13 +31,12 @@ def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: s
 @dataclass(frozen=True)
 class WorkspaceMount:
     mount: Mount
-    policy: str
+    policy: MountPolicy
 
 
 def workspace_mount(config: DevContainerConfig, folder: Path, owner: str) -> WorkspaceMount:
     mount = config.workspace_mount or Mount(type=MountType.BIND, target=config.workspace_folder, source=str(folder))
-    return WorkspaceMount(mount=mount, policy=mount_policy(target=mount.target, read_only=mount.read_only,
-                                                           owner=owner))
+    return WorkspaceMount(mount=mount, policy=MountPolicy(target=mount.target, read_only=mount.read_only, owner=owner))
 
 
 def remote_user(config: DevContainerConfig, fallback: str) -> str:

@@ -14,7 +14,10 @@ import threading
 from dataclasses import dataclass, field
 from enum import Enum
 from collections.abc import Callable
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # reuse.py builds on the labels defined here
+    from devsy.driver.reuse import MountPolicy
 
 # Label namespace every devsy-created backend object carries.
 LABEL_MANAGED = "dev.devsy.managed"
@@ -162,6 +165,8 @@ class ExecResult:
 class Capabilities:
     mount_types: tuple[MountType, ...] = (MountType.BIND, MountType.VOLUME, MountType.TMPFS)
     logs: bool = True
+    # Whether a provider answers the ReusePreflight RPC (API 1.2). Only the external driver reads it: the runner asks
+    # every driver's `reuse_preflight`, which checks labels itself when the provider has no check of its own.
     reuse_preflight: bool = True
 
 
@@ -189,4 +194,7 @@ class Driver(Protocol):
 
     def target_architecture(self, workspace_id: str) -> str: ...
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None: ...
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
+        """Read-only: raise RecreateRequired unless the instance may be reused for this identity and policy. The
+        runner asks every driver before reusing; each decides how (labels, or a provider's own check)."""
+        ...

@@ -24,6 +24,7 @@ from devsy.driver.base import LABEL_MOUNT_POLICY, ContainerDetails
 from devsy.driver.microsandbox.driver import MicrosandboxDriver
 from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy
 from devsy.driver.microsandbox.options import OPTION_HELP, parse_microsandbox_options
+from devsy.driver.reuse import MountPolicy, PolicyItems, join_items
 from devsy.errors import DevsyError
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
 from devsy.version import devsy_version
@@ -32,7 +33,7 @@ PROG = "devsy-provider-microsandbox"
 # Where Find reports how msb presents the workspace folder (the part of the recorded policy only msb knows).
 LABEL_MOUNT_PRESENTATION = "dev.devsy.mount-presentation"
 # The keys msb's presentation adds to the mount policy (derived, so a new key in mounts.py is split off too).
-_PRESENTATION_KEYS = tuple(part.split("=", 1)[0] + "=" for part in WorkspaceMountPolicy().label_suffix().split(";"))
+_PRESENTATION_KEYS = tuple(key for key, _ in WorkspaceMountPolicy().items())
 
 
 def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
@@ -40,11 +41,9 @@ def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: environ[name] for name in OPTION_HELP if name in environ}
 
 
-def split_policy(policy: str) -> tuple[str, str]:
-    """(devcontainer-level policy, msb presentation) of a recorded mount-policy label; either may be empty."""
-    parts = policy.split(";") if policy else []
-    presentation = [p for p in parts if p.startswith(_PRESENTATION_KEYS)]
-    return ";".join(p for p in parts if p not in presentation), ";".join(presentation)
+def split_policy(policy: MountPolicy) -> tuple[MountPolicy, PolicyItems]:
+    """(devcontainer-level policy, msb presentation) of a recorded mount policy."""
+    return policy.split_extras(_PRESENTATION_KEYS)
 
 
 class MicrosandboxProviderDriver(MicrosandboxDriver):
@@ -55,19 +54,21 @@ class MicrosandboxProviderDriver(MicrosandboxDriver):
 
     def find(self, workspace_id: str) -> ContainerDetails | None:
         found = super().find(workspace_id)
-        if found is None or LABEL_MOUNT_POLICY not in found.labels:
+        recorded = MountPolicy.from_label(found.labels.get(LABEL_MOUNT_POLICY, "")) if found is not None else None
+        if found is None or recorded is None:  # none, or unreadable: reported as recorded (the host refuses it)
             return found
-        base, presentation = split_policy(found.labels[LABEL_MOUNT_POLICY])
-        labels = {**found.labels, LABEL_MOUNT_POLICY: base}
+        base, presentation = split_policy(recorded)
+        labels = {**found.labels, LABEL_MOUNT_POLICY: base.to_label()}
         if presentation:
-            labels[LABEL_MOUNT_PRESENTATION] = presentation
+            labels[LABEL_MOUNT_PRESENTATION] = join_items(presentation)
         return dataclasses.replace(found, labels=labels)
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
         # The SDK derives `mount_policy` from what Find reports (the devcontainer-level part); the built-in check
         # appends this process's presentation and compares with the recorded label, so a changed
         # MICROSANDBOX_WORKSPACE_* option is refused like a changed owner.
-        super().reuse_preflight(workspace_id, remote_user, split_policy(mount_policy)[0])
+        base = split_policy(mount_policy)[0] if mount_policy is not None else None
+        super().reuse_preflight(workspace_id, remote_user, base)
 
 
 def main(argv: list[str] | None = None) -> int:

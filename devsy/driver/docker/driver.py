@@ -15,8 +15,6 @@ import docker.errors
 from devsy.arch import normalize_arch
 from devsy.driver.base import (
     LABEL_MANAGED,
-    LABEL_MOUNT_POLICY,
-    LABEL_REMOTE_USER,
     LABEL_WORKSPACE,
     Capabilities,
     ContainerDetails,
@@ -30,7 +28,7 @@ from devsy.driver.docker.engine import connect, engine_errors
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.exec_guard import ExecGuard, KillPlan
-from devsy.driver.reuse import check_reuse
+from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
 
@@ -175,11 +173,9 @@ class DockerDriver:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True, v=True)
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
         container = self._require(workspace_id)
-        labels = container_spec.details(container).labels
-        check_reuse(workspace_id, labels.get(LABEL_REMOTE_USER, ""), labels.get(LABEL_MOUNT_POLICY, ""),
-                    remote_user, mount_policy)
+        check_reuse(workspace_id, container_spec.details(container).labels, Ownership(remote_user, mount_policy))
 
     # -- commands ------------------------------------------------------------------------------------------------
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:

@@ -2,8 +2,9 @@
 
 The provider is launched lazily (under the supervisor) on first use and validated through Info, with the host's
 ON_RUN opt-in. Recreation: with ON_RUN, `run` sends allow_recreate (the runner sets it only for --recreate of an
-existing instance); with DELETE/STOP the old instance is removed first, as old hosts did. ReusePreflight is called
-when advertised; the host also compares the full mount policy itself, since the request carries only the identity.
+existing instance); with DELETE/STOP the old instance is removed first, as old hosts did. Before a reuse the host
+always compares the identity and full mount policy in the labels Find reports (the ReusePreflight request carries only
+the identity, and a provider of API < 1.2 has no ReusePreflight at all), then calls ReusePreflight when advertised.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import threading
 from dataclasses import replace
 from typing import BinaryIO
 
-from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, Capabilities, ContainerDetails, ExecRequest, \
-    ExecResult, RunOptions
-from devsy.driver.reuse import check_reuse
+from devsy.driver.base import Capabilities, ContainerDetails, ExecRequest, ExecResult, RunOptions
+from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import NotFound
 from devsy.runtime.host.client import RuntimeClient
 from devsy.runtime.wire.errors import ProviderUnavailable
@@ -112,11 +112,12 @@ class ExternalDriver:
     def target_architecture(self, workspace_id: str) -> str:
         return self.client.target_architecture(workspace_id)
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
-        if self.capabilities().reuse_preflight:
-            self.client.reuse_preflight(workspace_id, remote_user)
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
+        """The host's own label check first (every provider: the same refusal whether or not it advertises
+        ReusePreflight), then the provider's check of what only it knows (e.g. msb's folder presentation)."""
         found = self.client.find(workspace_id)
         if found is None:
             raise NotFound(f"workspace {workspace_id} has no instance", hint="run `devsy up` to create it")
-        check_reuse(workspace_id, found.labels.get(LABEL_REMOTE_USER, ""), found.labels.get(LABEL_MOUNT_POLICY, ""),
-                    remote_user, mount_policy)
+        check_reuse(workspace_id, found.labels, Ownership(remote_user, mount_policy))
+        if self.capabilities().reuse_preflight:
+            self.client.reuse_preflight(workspace_id, remote_user)

@@ -14,8 +14,6 @@ from typing import BinaryIO
 from devsy.arch import normalize_arch
 from devsy.driver.base import (
     LABEL_MANAGED,
-    LABEL_MOUNT_POLICY,
-    LABEL_REMOTE_USER,
     LABEL_WORKSPACE,
     Capabilities,
     ContainerDetails,
@@ -35,7 +33,7 @@ from devsy.driver.microsandbox.naming import LABEL_CREATED_VOLUMES, parse_create
 from devsy.driver.microsandbox.options import MicrosandboxOptions
 from devsy.driver.microsandbox.spec import SandboxSpec, build_spec, extend_policy
 from devsy.driver.microsandbox.volumes import ensure_volumes, remove_volumes
-from devsy.driver.reuse import check_reuse
+from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import AlreadyExists, DriverError, NotFound
 
 QUICK_TIMEOUT_S = 60.0  # inspect, rm, logs: no VM work
@@ -203,13 +201,12 @@ class MicrosandboxDriver:
             except NotFound:
                 return
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
         """Read-only: compares the sandbox's recorded owner and mount policy with the request."""
         labels = self._require(workspace_id).details.labels
         policy = extend_policy(mount_policy, WorkspaceMountPolicy(self.options.stat_virtualization,
                                                                   self.options.host_permissions))
-        check_reuse(workspace_id, labels.get(LABEL_REMOTE_USER, ""), labels.get(LABEL_MOUNT_POLICY, ""),
-                    remote_user, policy)
+        check_reuse(workspace_id, labels, Ownership(remote_user, policy))
 
     # -- commands ------------------------------------------------------------------------------------------------
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:

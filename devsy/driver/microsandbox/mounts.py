@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from devsy.driver.base import Mount, MountType
 from devsy.driver.microsandbox.naming import VOLUME_NAME
+from devsy.driver.reuse import PolicyItems
 from devsy.errors import ConfigError
 
 _BAD_IN_PATH = (",", ":", ";")
@@ -24,10 +25,12 @@ class WorkspaceMountPolicy:
     stat_virtualization: str | None = None
     host_permissions: str | None = None
 
-    def label_suffix(self) -> str:
+    def items(self) -> PolicyItems:
+        """msb's own option names and values: the workspace folder's mount options, and the extras of the
+        recorded mount policy (so a later change of either option is caught by ReusePreflight)."""
         # msb 0.7 defaults are strict/private (seen in `msb inspect`); recorded explicitly so the policy label says
-        # what the VM really got, and a later change of either option is caught by ReusePreflight.
-        return f"stat-virt={self.stat_virtualization or 'strict'};host-perms={self.host_permissions or 'private'}"
+        # what the VM really got.
+        return (("stat-virt", self.stat_virtualization or "strict"), ("host-perms", self.host_permissions or "private"))
 
 
 @dataclass
@@ -83,8 +86,7 @@ def _bind(mount: Mount, where: str, policy: WorkspaceMountPolicy | None) -> list
         raise ConfigError(f"{where}: the host path does not exist", hint="create it on the host first, then retry")
     options = ["ro" if mount.read_only else "rw"]
     if policy is not None and flag == "--mount-dir":
-        options += [f"stat-virt={policy.stat_virtualization or 'strict'}",
-                    f"host-perms={policy.host_permissions or 'private'}"]
+        options += [f"{key}={value}" for key, value in policy.items()]
     return [flag, f"{source}:{mount.target}:{','.join(options)}"]
 
 

@@ -14,6 +14,7 @@ from devsy.driver.microsandbox.mounts import MountPlan, WorkspaceMountPolicy, pl
 from devsy.driver.microsandbox.naming import LABEL_CREATED_VOLUMES, created_volumes_label, sandbox_name
 from devsy.driver.microsandbox.options import MicrosandboxOptions
 from devsy.driver.microsandbox.resources import Resources, effective_resources
+from devsy.driver.reuse import MountPolicy
 from devsy.errors import ConfigError
 
 
@@ -76,8 +77,9 @@ def build_spec(workspace_id: str, options: RunOptions, provider: MicrosandboxOpt
     """Validate and assemble the spec of `workspace_id`'s sandbox (the image is resolved separately)."""
     policy = WorkspaceMountPolicy(provider.stat_virtualization, provider.host_permissions)
     labels = {**options.labels, LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id}
-    if LABEL_MOUNT_POLICY in labels:
-        labels[LABEL_MOUNT_POLICY] = extend_policy(labels[LABEL_MOUNT_POLICY], policy)
+    extended = extend_policy(MountPolicy.from_label(labels.get(LABEL_MOUNT_POLICY, "")), policy)
+    if extended is not None:  # an unreadable label stays as sent: no reuse will ever match it
+        labels[LABEL_MOUNT_POLICY] = extended.to_label()
     _check_keys(labels, "label")
     _check_keys(options.env, "containerEnv variable")
     labels.pop(LABEL_CREATED_VOLUMES, None)  # only the driver says which volumes it created
@@ -91,9 +93,9 @@ def build_spec(workspace_id: str, options: RunOptions, provider: MicrosandboxOpt
     )
 
 
-def extend_policy(policy: str, workspace: WorkspaceMountPolicy) -> str:
-    """The runner's mount-policy string plus how msb presents the folder (what ReusePreflight compares)."""
-    return f"{policy};{workspace.label_suffix()}" if policy else policy
+def extend_policy(policy: MountPolicy | None, workspace: WorkspaceMountPolicy) -> MountPolicy | None:
+    """The runner's mount policy plus how msb presents the folder (what ReusePreflight compares)."""
+    return policy.with_extras(workspace.items()) if policy is not None else None
 
 
 def _command(options: RunOptions) -> tuple[str | None, list[str] | None]:

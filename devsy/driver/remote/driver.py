@@ -32,6 +32,7 @@ from devsy.driver.remote.errors import RemoteUnreachable
 from devsy.driver.remote.link import RemoteRuntimeLink, ServeRequest
 from devsy.driver.remote.remote_agent import RemoteAgent, ensure_remote_agent
 from devsy.driver.remote.transport import ExecTransport
+from devsy.driver.reuse import MountPolicy
 from devsy.errors import DriverError
 from devsy.runtime.host.launcher import ProviderCommand
 
@@ -143,5 +144,5 @@ class RemoteDriver:
     def target_architecture(self, workspace_id: str) -> str:
         return self._runtime(workspace_id).target_architecture(workspace_id)
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
         self._runtime(workspace_id).reuse_preflight(workspace_id, remote_user, mount_policy)

@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 from typing import BinaryIO
 
 from devsy.arch import normalize_arch
-from devsy.driver.base import LABEL_MOUNT_POLICY, LABEL_REMOTE_USER, Capabilities, ContainerDetails, ExecRequest, \
-    ExecResult, InstanceMount, InstanceStatus, MountType, RunOptions
-from devsy.driver.reuse import check_reuse
+from devsy.driver.base import Capabilities, ContainerDetails, ExecRequest, ExecResult, InstanceMount, \
+    InstanceStatus, MountType, RunOptions
+from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import AlreadyExists, NotFound
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.wire.errors import PreconditionFailed, RuntimeFailure
@@ -92,10 +92,8 @@ class FakeDriver:
     def delete(self, workspace_id: str) -> None:
         self.store.delete(workspace_id)
 
-    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: str) -> None:
-        labels = self._require(workspace_id).labels
-        check_reuse(workspace_id, labels.get(LABEL_REMOTE_USER, ""), labels.get(LABEL_MOUNT_POLICY, ""),
-                    remote_user, mount_policy)
+    def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
+        check_reuse(workspace_id, self._require(workspace_id).labels, Ownership(remote_user, mount_policy))
 
     def target_architecture(self, workspace_id: str) -> str:
         return normalize_arch(platform.machine())

@@ -7,12 +7,12 @@ owner; any difference is FAILED_PRECONDITION (RecreateRequired). The host compar
 
 from __future__ import annotations
 
-from devsy.driver.reuse import MOUNT_POLICY_VERSION
+from dataclasses import replace
+
+from devsy.driver.reuse import MOUNT_POLICY_VERSION, MountPolicy
 
 
-def expected_policy(recorded: str, remote_user: str) -> str:
-    if not recorded:
-        return ""
-    parts = recorded.split(";")
-    parts[0] = MOUNT_POLICY_VERSION
-    return ";".join(f"owner={remote_user}" if p.startswith("owner=") else p for p in parts)
+def expected_policy(recorded_label: str, remote_user: str) -> MountPolicy | None:
+    """None when nothing (or nothing readable) is recorded: the driver's check then refuses an unreadable label."""
+    recorded = MountPolicy.from_label(recorded_label)
+    return replace(recorded, version=MOUNT_POLICY_VERSION, owner=remote_user) if recorded is not None else None
