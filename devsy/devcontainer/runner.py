@@ -169,8 +169,9 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
                 f"or `devsy delete {record.id}`",
             )
         user = remote_user(config, found.labels.get(LABEL_REMOTE_USER, record.remote_user))
-        if driver.capabilities().reuse_preflight:
-            driver.reuse_preflight(record.id, user, workspace_mount(config, folder, user).policy)
+        # Always asked, whatever the provider advertises: the driver checks the labels itself when the provider
+        # has no ReusePreflight of its own (API < 1.2), so a changed owner is refused the same way everywhere.
+        driver.reuse_preflight(record.id, user, workspace_mount(config, folder, user).policy)
         label = found.labels.get(LABEL_CREATE_ATTEMPT, "")
         # No label: an instance of an older devsy, or a provider that reports none, whose hooks count as done.
         unfinished = bool(label) and not _create_hooks_done(record, label)

@@ -108,6 +108,8 @@ class FakeDriver:
         if self.mode is Mode.EXEC_SLOW:
             request.cancel.wait()  # never answers on its own: only cancellation or a deadline ends it
             return ExecResult(130)
+        if self.mode is Mode.NO_AGENT_TOOLS and scenarios.is_agent_script(request):
+            return scenarios.no_agent_tools(request)
         result = scenarios.run(request)
         if self.mode is Mode.NONZERO_EXIT:
             request.stderr.write(b"fake runtime: failing on purpose (mode nonzero-exit)\n")

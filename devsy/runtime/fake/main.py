@@ -1,8 +1,9 @@
-"""`devsy-fake-runtime serve --state-dir DIR [--mode MODE] [--profile default|recreate]`: the conformance fixture.
+"""`devsy-fake-runtime serve --state-dir DIR [--mode MODE] [--profile PROFILE]`: the conformance fixture.
 
 A provider executable whose workspaces are JSON records in DIR and whose exec is simulated by scenario name. Modes
-make it misbehave on purpose (see modes.py); the `recreate` profile offers ON_RUN to hosts that opt in. Mode and
-profile can also come from DEVSY_FAKE_MODE / DEVSY_FAKE_PROFILE, and the state dir from DEVSY_FAKE_STATE_DIR.
+make it misbehave on purpose (see modes.py); the `recreate` profile offers ON_RUN to hosts that opt in, the `legacy`
+profile speaks API 1.1 (no ReusePreflight, no ON_RUN). Mode and profile can also come from DEVSY_FAKE_MODE /
+DEVSY_FAKE_PROFILE, and the state dir from DEVSY_FAKE_STATE_DIR.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from devsy.errors import DevsyError
 from devsy.runtime.fake.driver import FakeDriver
-from devsy.runtime.fake.modes import CRASH_EXIT_CODE, ENV_MODE, ENV_PROFILE, Mode, Profile
+from devsy.runtime.fake.modes import CRASH_EXIT_CODE, ENV_MODE, ENV_PROFILE, PROFILES, Mode, Profile
 from devsy.runtime.fake.state import StateStore
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
 
@@ -32,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="misbehave on purpose")
     parser.add_argument("--profile", type=Profile, choices=list(Profile),
                         default=Profile(os.environ.get(ENV_PROFILE) or "default"),
-                        help="recreate: offer ON_RUN replacement to hosts that opt in")
+                        help="recreate: offer ON_RUN replacement to hosts that opt in; legacy: speak API 1.1")
     parser.add_argument("--handshake-delay", type=float, default=3600.0,
                         help="seconds the slow-handshake mode waits before its handshake line")
     return parser
@@ -56,10 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     except DevsyError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    profile = PROFILES[args.profile]
     info = ProviderInfo(
         driver_name="" if mode is Mode.MALFORMED_INFO else "fake", driver_version=VERSION,
-        runtime_name=PROG, runtime_version=VERSION, recreate_on_run=args.profile is Profile.RECREATE,
-        api_major=2 if mode is Mode.INCOMPATIBLE_VERSION else 1)
+        runtime_name=PROG, runtime_version=VERSION, recreate_on_run=profile.recreate_on_run,
+        api_major=2 if mode is Mode.INCOMPATIBLE_VERSION else 1,
+        api_minor=profile.api_minor)
     before = (lambda: time.sleep(args.handshake_delay)) if mode is Mode.SLOW_HANDSHAKE else None
     after = (lambda: os._exit(CRASH_EXIT_CODE)) if mode is Mode.CRASH_AFTER_HANDSHAKE else None
     return serve(driver, info, before_line=before, after_line=after)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
+
+from devsy.runtime.wire.constants import API_MINOR
 
 
 class Mode(str, Enum):
@@ -19,11 +22,30 @@ class Mode(str, Enum):
     EXEC_SLOW = "exec-slow"
     NONZERO_EXIT = "nonzero-exit"
     SIGNAL_EXIT = "signal-exit"
+    # A guest with neither sha256sum nor python3: devsy's agent check exits 12 as the real script would there, so a
+    # whole `devsy up` completes (with its "`devsy ssh` will not work" warning) instead of failing agent delivery.
+    NO_AGENT_TOOLS = "no-agent-tools"
 
 
 class Profile(str, Enum):
     DEFAULT = "default"
     RECREATE = "recreate"  # opt-in recreation: ON_RUN offered to hosts that opt in
+    LEGACY = "legacy"  # an API 1.1 provider (as Go providers are): no ReusePreflight, no ON_RUN
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """What a profile makes the fake say in Info."""
+
+    recreate_on_run: bool = False
+    api_minor: int = API_MINOR
+
+
+PROFILES: dict[Profile, ProfileSpec] = {
+    Profile.DEFAULT: ProfileSpec(),
+    Profile.RECREATE: ProfileSpec(recreate_on_run=True),
+    Profile.LEGACY: ProfileSpec(api_minor=1),
+}
 
 
 ENV_MODE = "DEVSY_FAKE_MODE"

@@ -143,6 +143,23 @@ BY_ARGV: dict[tuple[str, ...], Callable[[ExecRequest], ExecResult]] = {
 }
 
 
+# devsy's agent delivery runs `/bin/sh -c SCRIPT devsy-check|devsy-install ...` (devsy/agent/delivery.py); in a guest
+# without sha256sum and python3 its script says this and exits 12, which devsy reports as "ssh will not work".
+_AGENT_SCRIPT_NAMES = ("devsy-check", "devsy-install")
+_NO_AGENT_TOOLS_STDERR = b"the guest has neither sha256sum nor python3 to verify the agent\n"
+_NO_AGENT_TOOLS_EXIT = 12
+
+
+def is_agent_script(request: ExecRequest) -> bool:
+    return request.argv[:2] == ["/bin/sh", "-c"] and len(request.argv) > 3 and request.argv[3] in _AGENT_SCRIPT_NAMES
+
+
+def no_agent_tools(request: ExecRequest) -> ExecResult:
+    """The agent script's answer in a guest that has no tool to verify the agent with."""
+    request.stderr.write(_NO_AGENT_TOOLS_STDERR)
+    return ExecResult(_NO_AGENT_TOOLS_EXIT)
+
+
 def run(request: ExecRequest) -> ExecResult:
     """Simulate `request.argv`; output writes raise BrokenPipeError once the stream's reader is gone."""
     handler = BY_ARGV.get(tuple(request.argv)) or BY_NAME.get(request.argv[0])
