@@ -199,3 +199,23 @@ def test_a_runtime_that_does_not_start_is_reported_with_its_stderr(cli, remote, 
     assert "exited with status 3 before its handshake" in error["message"]
     assert "this is no provider" in error["message"], "the runtime's stderr is not in the error"
     assert cli.run("status", ws_id, "--json").json["error"]["type"] == "workspace-not-found"
+
+
+def test_capabilities_answer_before_any_workspace_call(remote, tmp_path, docker_client, monkeypatch):
+    """A fresh driver asks the runtime itself (a runtime started for the question, its folder removed after)."""
+    from devsy.driver.base import Capabilities, MountType
+    from devsy.driver.remote.driver import RemoteDriver
+
+    monkeypatch.setenv("DEVSY_DOWNLOAD_CACHE", str(tmp_path / "host-downloads"))
+    config = provider_config(remote, tmp_path / "provider.yaml")[-1].split("=", 1)[1]
+    driver = RemoteDriver.from_options({"PROVIDER_CONFIG": config})
+    try:
+        capabilities = driver.capabilities()
+    finally:
+        driver.close()
+    # The docker provider's own answer (devsy/driver/docker): every mount type, logs, a reuse preflight.
+    assert capabilities == Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
+                                        reuse_preflight=True)
+    folders = remote.host.check(docker_client, f"ls -A {AGENT_HOME}/workspaces 2>/dev/null || true").split()
+    assert [name for name in folders if name.startswith("devsy-capabilities-")] == [], "the scratch folder is left"
+    assert leftover_processes(remote, docker_client) == ([], [])

@@ -13,6 +13,8 @@ workspace's folder on the remote machine (its runtime copy).
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import threading
 from collections.abc import Callable, Mapping
 from typing import BinaryIO
@@ -33,7 +35,7 @@ from devsy.driver.remote.link import RemoteRuntimeLink, ServeRequest
 from devsy.driver.remote.remote_agent import RemoteAgent, ensure_remote_agent
 from devsy.driver.remote.transport import ExecTransport
 from devsy.driver.reuse import MountPolicy
-from devsy.errors import DriverError
+from devsy.errors import DevsyError
 from devsy.runtime.host.launcher import ProviderCommand
 
 PROVIDER_NAME = "remote"
@@ -61,6 +63,7 @@ class RemoteDriver:
         self._agent: RemoteAgent | None = None
         self._runtimes: dict[str, _WorkspaceRuntime] = {}
         self._last: _WorkspaceRuntime | None = None
+        self._capabilities: Capabilities | None = None  # asked before any workspace call
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> RemoteDriver:
@@ -78,12 +81,14 @@ class RemoteDriver:
         with self._lock:
             runtime = self._runtimes.get(workspace_id)
             if runtime is None:
-                command = ProviderCommand(binary=self.config.runtime, env=dict(self.runtime_env))
-                runtime = _WorkspaceRuntime(f"{self.config.name}/{self.config.runtime}", command,
-                                            lambda: self._open_link(workspace_id))
-                self._runtimes[workspace_id] = runtime
+                runtime = self._runtimes[workspace_id] = self._new_runtime(workspace_id)
             self._last = runtime
             return runtime
+
+    def _new_runtime(self, workspace_id: str) -> _WorkspaceRuntime:
+        command = ProviderCommand(binary=self.config.runtime, env=dict(self.runtime_env))
+        return _WorkspaceRuntime(f"{self.config.name}/{self.config.runtime}", command,
+                                 lambda: self._open_link(workspace_id))
 
     def _open_link(self, workspace_id: str) -> RemoteRuntimeLink:
         request = ServeRequest(workspace_id=workspace_id, runtime=self.config.runtime,
@@ -98,12 +103,45 @@ class RemoteDriver:
         for runtime in runtimes:
             runtime.close()
 
+    def _remove_folder(self, workspace_id: str, *, hint: str = "") -> None:
+        """Remove a workspace's folder (its runtime copy) under the agent's home on the remote machine."""
+        args = ["workspace-remove", "--workspace", workspace_id]
+        if self.config.agent_home:
+            args += ["--home", self.config.agent_home]
+        code, _, err = self.transport.run(launch_argv(self.agent().path, *args))
+        if code != 0:
+            raise RemoteUnreachable(f"removing workspace {workspace_id}'s folder on the remote machine failed "
+                                    f"(exit {code}): {err.decode('utf-8', 'replace').strip()[-300:]}",
+                                    hint=hint or f"remove {workspace_id} under the agent's home there by hand")
+
     # -- Driver ----------------------------------------------------------------------------------------------------
     def capabilities(self) -> Capabilities:
-        if self._last is None:
-            raise DriverError("the remote provider's capabilities are known once a workspace's runtime answered",
-                              hint="call find() for the workspace first (devsy's commands always do)")
-        return self._last.capabilities()
+        """The runtime's capabilities: from a workspace's runtime already answering, else from one started for this.
+
+        They belong to the runtime binary, not to a workspace, so before any workspace call a runtime is started
+        under a scratch id of its own (connected as every other call is), asked, ended, and its folder removed.
+        """
+        with self._lock:
+            last, known = self._last, self._capabilities
+        if last is not None:
+            return last.capabilities()
+        if known is not None:
+            return known
+        scratch = f"devsy-capabilities-{secrets.token_hex(4)}"
+        runtime = self._new_runtime(scratch)
+        try:
+            answered = runtime.capabilities()
+        except BaseException:
+            runtime.close()
+            # The failure to report is the runtime's; a folder that could not be removed too is a lesser fault.
+            with contextlib.suppress(DevsyError):
+                self._remove_folder(scratch)
+            raise
+        runtime.close()
+        self._remove_folder(scratch)
+        with self._lock:
+            self._capabilities = answered
+        return answered
 
     def find(self, workspace_id: str) -> ContainerDetails | None:
         return self._runtime(workspace_id).find(workspace_id)
@@ -126,14 +164,7 @@ class RemoteDriver:
             self._runtimes.pop(workspace_id, None)
             if self._last is runtime:
                 self._last = None
-        args = ["workspace-remove", "--workspace", workspace_id]
-        if self.config.agent_home:
-            args += ["--home", self.config.agent_home]
-        code, _, err = self.transport.run(launch_argv(self.agent().path, *args))
-        if code != 0:
-            raise RemoteUnreachable(f"removing workspace {workspace_id}'s folder on the remote machine failed "
-                                    f"(exit {code}): {err.decode('utf-8', 'replace').strip()[-300:]}",
-                                    hint="its instance is gone; rerun `devsy delete` to retry the folder")
+        self._remove_folder(workspace_id, hint="its instance is gone; rerun `devsy delete` to retry the folder")
 
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:
         return self._runtime(workspace_id).exec(workspace_id, request)
