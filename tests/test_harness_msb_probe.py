@@ -15,6 +15,7 @@ import pytest
 
 from harness import probes
 from harness.probes import MSB_BOOT_TIMEOUT, ProbeResult, probe_microsandbox
+from test_msb_fixtures import once_per_run
 
 pytest_plugins = ["pytester"]
 
@@ -39,8 +40,26 @@ def _sandboxes(home: Path) -> list[str]:
     return [entry["name"] for entry in json.loads(listed.stdout)]
 
 
-def test_the_probe_boots_for_real_and_keeps_its_evidence(msb_home: Path) -> None:
-    result = probe_microsandbox("probe-test")
+@pytest.fixture(scope="session")
+def real_probe(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[ProbeResult, list[str]]:
+    """One real probe_microsandbox per test run (a boot attempt costs a core for 12-20 s here), in a private
+    MSB_HOME, with the sandboxes msb still lists there afterwards. The gating tests below replay this real result."""
+    def probe() -> dict:
+        home = Path(tempfile.mkdtemp(prefix="msb-hp-", dir="/tmp"))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MSB_HOME", str(home))
+            patch.delenv("MSB_LIBKRUNFW_PATH", raising=False)
+            try:
+                return {"result": probe_microsandbox("probe-test").to_dict(), "left": _sandboxes(home)}
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+
+    data = once_per_run(tmp_path_factory, worker_id, "harness-msb-probe", probe)
+    return ProbeResult.from_dict(data["result"]), data["left"]
+
+
+def test_the_probe_boots_for_real_and_keeps_its_evidence(real_probe: tuple[ProbeResult, list[str]]) -> None:
+    result, left = real_probe
     commands = [step.command for step in result.steps]
     assert commands[0].endswith("msb --version") and commands[1] == "msb ls --format json"
     assert commands[2].startswith("msb run --name devsy-probe-") and "echo devsy-probe-ok" in commands[2]
@@ -55,7 +74,7 @@ def test_the_probe_boots_for_real_and_keeps_its_evidence(msb_home: Path) -> None
         assert "does not boot here" in result.summary and "did not boot" in boot.output_tail
         assert not result.allows(needs_boot=True)
         assert result.evidence().startswith("probe microsandbox: FAILED (tooling usable; no guest runs)")
-    assert not [name for name in _sandboxes(msb_home) if name.startswith("devsy-probe-")], "probe sandbox left"
+    assert not [name for name in left if name.startswith("devsy-probe-")], "probe sandbox left"
 
 
 def test_without_msb_nothing_is_runnable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -93,8 +112,11 @@ def test_no_boot(provider, case, backend):
 
 
 @pytest.fixture
-def catalogue(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, msb_home: Path) -> pytest.Pytester:
+def catalogue(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, msb_home: Path,
+              real_probe: tuple[ProbeResult, list[str]]) -> pytest.Pytester:
     monkeypatch.setenv("DEVSY_HARNESS_ROOT", str(pytester.path / "root"))
+    recorded = real_probe[0]  # the in-process run's probe_once asks PROBES: it gets this session's real result
+    monkeypatch.setitem(probes.PROBES, "microsandbox", lambda run_id: recorded)
     pytester.makepyfile(fake_manifest=MANIFEST, test_demo=SCENARIOS)
     return pytester
 

@@ -12,9 +12,10 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -120,29 +121,37 @@ def _probe_in_private_home() -> SessionProbe:
         shutil.rmtree(home, ignore_errors=True)
 
 
-_probed: list[SessionProbe] = []  # this process's copy, so session_probe and boot_probe never boot twice
+_once: dict[str, Any] = {}  # this process's copies, so two fixtures asking for one value never compute it twice
+
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+                 compute: Callable[[], Any]) -> Any:
+    """`compute()` (a JSON value) once per test run, shared by the xdist workers (the pattern pytest-xdist documents).
+
+    For the real boot probes: an attempt costs a full core for 12-20 s where KVM cannot run guests (the guest crawls
+    under software KVM until it stops with KVM_EXIT_INTERNAL_ERROR); each worker and test repeating it made up most
+    of the run.
+    """
+    if name in _once:
+        return _once[name]
+    if worker_id == "master":  # not under xdist: this process is the whole run
+        _once[name] = compute()
+        return _once[name]
+    shared = tmp_path_factory.getbasetemp().parent / f"{name}.json"  # one directory per run, seen by every worker
+    with FileLock(f"{shared}.lock", timeout=600):  # what holds it is bounded well within (a boot: 180 s + teardown)
+        if not shared.exists():
+            shared.write_text(json.dumps(compute()))
+        _once[name] = json.loads(shared.read_text())
+    return _once[name]
 
 
 def _run_probe_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SessionProbe:
-    """The boot probe run once per test run, shared by the xdist workers (the pattern pytest-xdist documents).
+    def probe() -> dict:
+        done = _probe_in_private_home()
+        return {"result": asdict(done.result), "left_behind": done.left_behind}
 
-    A boot attempt costs a full core for 12-20 s where KVM cannot run guests (the guest crawls under software KVM
-    until it stops with KVM_EXIT_INTERNAL_ERROR); each worker and each test repeating it made up most of the run.
-    """
-    if _probed:
-        return _probed[0]
-    if worker_id == "master":  # not under xdist: this process is the whole run
-        _probed.append(_probe_in_private_home())
-        return _probed[0]
-    shared = tmp_path_factory.getbasetemp().parent / "msb-boot-probe.json"  # one directory per run, every worker
-    with FileLock(f"{shared}.lock", timeout=600):  # the probe holding it is bounded well within (boot 180 s + ...)
-        if shared.exists():
-            data = json.loads(shared.read_text())
-            _probed.append(SessionProbe(ProbeResult(**data["result"]), data["left_behind"]))
-        else:
-            _probed.append(_probe_in_private_home())
-            shared.write_text(json.dumps({"result": asdict(_probed[0].result), "left_behind": _probed[0].left_behind}))
-    return _probed[0]
+    data = once_per_run(tmp_path_factory, worker_id, "msb-boot-probe", probe)
+    return SessionProbe(ProbeResult(**data["result"]), data["left_behind"])
 
 
 @pytest.fixture(scope="session")
