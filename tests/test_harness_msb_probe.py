@@ -5,7 +5,6 @@ msb itself works."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 
 from harness import probes
 from harness.probes import MSB_BOOT_TIMEOUT, ProbeResult, probe_microsandbox
-from test_msb_fixtures import once_per_run
+from test_msb_fixtures import run_probe_once
 
 pytest_plugins = ["pytester"]
 
@@ -30,32 +29,13 @@ def msb_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(home, ignore_errors=True)
 
 
-def _sandboxes(home: Path) -> list[str]:
-    from devsy.driver.microsandbox.locate import locate_msb
-    from harness.commands import run_bounded
-
-    listed = run_bounded([locate_msb().path, "ls", "--format", "json"], timeout=60,
-                         env={**os.environ, "MSB_HOME": str(home)})
-    assert listed.exit_code == 0, listed.stderr
-    return [entry["name"] for entry in json.loads(listed.stdout)]
-
-
 @pytest.fixture(scope="session")
 def real_probe(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[ProbeResult, list[str]]:
-    """One real probe_microsandbox per test run (a boot attempt costs a core for 12-20 s here), in a private
-    MSB_HOME, with the sandboxes msb still lists there afterwards. The gating tests below replay this real result."""
-    def probe() -> dict:
-        home = Path(tempfile.mkdtemp(prefix="msb-hp-", dir="/tmp"))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("MSB_HOME", str(home))
-            patch.delenv("MSB_LIBKRUNFW_PATH", raising=False)
-            try:
-                return {"result": probe_microsandbox("probe-test").to_dict(), "left": _sandboxes(home)}
-            finally:
-                shutil.rmtree(home, ignore_errors=True)
-
-    data = once_per_run(tmp_path_factory, worker_id, "harness-msb-probe", probe)
-    return ProbeResult.from_dict(data["result"]), data["left"]
+    """One real probe_microsandbox per test run (a boot attempt costs a core for 12-20 s here; the devsy-level probe
+    tests share this same boot), in a private MSB_HOME, with the sandboxes msb still lists there afterwards. The
+    gating tests below replay this real result."""
+    data = run_probe_once(tmp_path_factory, worker_id)
+    return ProbeResult.from_dict(data["result"]), data["left_behind"]
 
 
 def test_the_probe_boots_for_real_and_keeps_its_evidence(real_probe: tuple[ProbeResult, list[str]]) -> None:

@@ -13,7 +13,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -23,7 +23,7 @@ from filelock import FileLock
 
 from devsy.driver.microsandbox.locate import bundled_msb, locate_msb
 from devsy.driver.microsandbox.msb import MsbClient
-from devsy.driver.microsandbox.probe import ProbeResult, probe_boot
+from devsy.driver.microsandbox.probe import ProbeResult
 
 # A file that is not libkrunfw: msb creates the sandbox, then fails to build the VM (on every host, KVM or not).
 NOT_A_LIBRARY = b"this file is not libkrunfw\n"
@@ -109,18 +109,6 @@ class SessionProbe:
     left_behind: list[str]
 
 
-def _probe_in_private_home() -> SessionProbe:
-    """One real boot attempt (in a private MSB_HOME, with msb's own libkrunfw): can VMs run here?"""
-    home = Path(tempfile.mkdtemp(prefix="msb-probe-", dir="/tmp"))
-    env = {key: value for key, value in os.environ.items() if key != "MSB_LIBKRUNFW_PATH"}
-    try:
-        with mock.patch.dict(os.environ, {**env, "MSB_HOME": str(home)}, clear=True):
-            result = probe_boot(timeout=180)
-        return SessionProbe(result, sandboxes(home))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-
-
 _once: dict[str, Any] = {}  # this process's copies, so two fixtures asking for one value never compute it twice
 
 
@@ -128,7 +116,7 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name:
                  compute: Callable[[], Any]) -> Any:
     """`compute()` (a JSON value) once per test run, shared by the xdist workers (the pattern pytest-xdist documents).
 
-    For the real boot probes: an attempt costs a full core for 12-20 s where KVM cannot run guests (the guest crawls
+    For the real boot probe: an attempt costs a full core for 12-20 s where KVM cannot run guests (the guest crawls
     under software KVM until it stops with KVM_EXIT_INTERNAL_ERROR); each worker and test repeating it made up most
     of the run.
     """
@@ -145,13 +133,36 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name:
     return _once[name]
 
 
-def _run_probe_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SessionProbe:
-    def probe() -> dict:
-        done = _probe_in_private_home()
-        return {"result": asdict(done.result), "left_behind": done.left_behind}
+def _probe_in_private_home() -> dict:
+    """The harness's MicroSandbox probe (msb answers, `msb ls`, then devsy's probe_boot: one real boot attempt) in a
+    private MSB_HOME with msb's own libkrunfw, and the sandboxes msb still lists there afterwards."""
+    from harness.probes import probe_microsandbox  # noqa: PLC0415 - only the probe needs the harness
 
-    data = once_per_run(tmp_path_factory, worker_id, "msb-boot-probe", probe)
-    return SessionProbe(ProbeResult(**data["result"]), data["left_behind"])
+    home = Path(tempfile.mkdtemp(prefix="msb-probe-", dir="/tmp"))
+    env = {key: value for key, value in os.environ.items() if key != "MSB_LIBKRUNFW_PATH"}
+    try:
+        with mock.patch.dict(os.environ, {**env, "MSB_HOME": str(home)}, clear=True):
+            result = probe_microsandbox("probe-test")
+        return {"result": result.to_dict(), "left_behind": sandboxes(home)}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_probe_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict:
+    """The run's one real boot attempt, shared by the devsy probe tests and the harness probe tests.
+
+    probe_microsandbox's boot step is probe_boot's result field for field (command, exit status, output tail,
+    duration; booted = the probe's ok), so both levels are checked against one boot instead of paying for two."""
+    return once_per_run(tmp_path_factory, worker_id, "msb-boot-probe", _probe_in_private_home)
+
+
+def _run_probe_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SessionProbe:
+    data = run_probe_once(tmp_path_factory, worker_id)
+    result = data["result"]
+    # The boot step is the last; a probe that stopped before it (msb missing, `msb ls` failing) ends with its evidence.
+    boot = result["steps"][-1]
+    booted = ProbeResult(result["ok"], boot["command"], boot["exit_status"], boot["output_tail"], boot["duration"])
+    return SessionProbe(booted, data["left_behind"])
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,8 @@ def test_probe_without_msb_says_so(tmp_path: Path, monkeypatch) -> None:
 def test_probe_on_this_host(session_probe: SessionProbe) -> None:
     """Either outcome is a finding; each must carry its evidence and leave nothing behind.
 
-    The session's real boot attempt (msb's own libkrunfw, a private MSB_HOME), shared with the tests it gates."""
+    The run's one real boot attempt (msb's own libkrunfw, a private MSB_HOME): probe_boot as the harness probe calls
+    it, shared with the tests it gates and with the harness probe tests."""
     result = session_probe.result
     assert result.command.startswith("msb run --name devsy-probe-")
     if result.ok:
