@@ -23,9 +23,17 @@ def _pythons() -> list:
     return found
 
 
+@pytest.fixture(scope="module")
+def agent_cache(tmp_path_factory):
+    """One unpacked-wheels cache for the module (per python tag inside, as on a guest): each agent after an
+    interpreter's first run starts warm, as every devsy connection but the first does. A cold first run (unpack and
+    byte-compile, ~1.3 s) is what test_agent_build checks, per interpreter; here it was paid again by every test."""
+    return tmp_path_factory.mktemp("agent-cache")
+
+
 @pytest.fixture(params=_pythons(), ids=lambda p: os.path.basename(p))
-def agent_transport(request, tmp_path):
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DEVSY_AGENT_CACHE": str(tmp_path / "cache")}
+def agent_transport(request, tmp_path, agent_cache):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DEVSY_AGENT_CACHE": str(agent_cache)}
     proc = subprocess.Popen([request.param, "-E", "-S", str(build_agent().path), "ssh-server", "--stdio",
                              "--workdir", str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     transport = connect(PipeSocket(proc.stdout.fileno(), proc.stdin.fileno()), "root")
