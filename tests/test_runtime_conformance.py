@@ -45,7 +45,8 @@ def test_fake_recreation_profile_passes_every_case(tmp_path: Path) -> None:
 
 
 def test_a_failing_provider_fails_the_run(tmp_path: Path) -> None:
-    proc = _conformance("--only", "exec", "devsy-fake-runtime", "--state-dir", str(tmp_path),
+    # One failing case is the whole point; the rest of the exec group adds a 3 s deadline and a 2 s stall.
+    proc = _conformance("--only", "exec/binary-echo", "devsy-fake-runtime", "--state-dir", str(tmp_path),
                         "--mode", "nonzero-exit")
     assert proc.returncode == 1
     assert _lines(proc)["exec/binary-echo"] == "FAIL"
