@@ -160,7 +160,10 @@ def stop(targets: Sequence[Pinned], *, group: bool, grace: float, kill_wait: flo
             outcomes[target.pid] = Outcome.GONE
         else:
             termed.append(target)
+    deadline = time.monotonic() + grace
     left = wait(termed, grace) if grace > 0 else termed
+    if group:  # a leader that ended within the grace may leave members that ignore TERM: they are KILLed too
+        left += _groups_left(termed, left, deadline)
     for target in termed:
         if target not in left:
             outcomes[target.pid] = Outcome.EXITED
@@ -256,6 +259,41 @@ def kill_and_reap_group(pgid: int, timeout: float) -> tuple[int, bool]:
 
 class _ReapTimeout(Exception):
     pass
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the processes in group `pgid` that still run (zombies excluded), read from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+# How often a group whose leader has ended is looked at (/proc has no event for a group emptying).
+GROUP_POLL_S = 0.05
+
+
+def _groups_left(termed: list[Pinned], left: list[Pinned], deadline: float) -> list[Pinned]:
+    """Of the targets whose leader ended within the grace, those whose group still has running members once what
+    is left of the grace has passed, and whose group number is provably still theirs (see Pinned.signal)."""
+    from devsy.bounded_wait import WaitTimeout, poll_until  # only here: this module stays standard library
+
+    def unfinished() -> list[Pinned]:
+        return [target for target in termed
+                if target not in left and group_members(target.pid) and target._group_number_held()]  # noqa: SLF001
+
+    try:
+        return poll_until(unfinished, lambda targets: not targets, timeout=max(0.0, deadline - time.monotonic()),
+                          interval=GROUP_POLL_S, what="the stopped groups to end")
+    except WaitTimeout as timeout:
+        return list(timeout.last)
 
 
 def _raise_timeout(*_: object) -> None:

@@ -80,6 +80,28 @@ def test_a_group_stop_reaches_a_grandchild_that_ignores_term(children) -> None:
     wait_until(lambda: not _running(grandchild), timeout=30, interval=0.05, what="the grandchild's end")
 
 
+def test_a_group_whose_leader_honours_term_still_loses_a_member_that_ignores_it(children) -> None:
+    # The leader ends at TERM at once; its group keeps a member that ignores TERM: the stop must KILL that member
+    # (before the leader is reaped, the leader's zombie holds the group's number, so killpg reaches only its group).
+    script = ("import subprocess, sys\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {_SLEEPER.format(setup=_IGNORE_TERM)!r}],"
+              " stdout=subprocess.PIPE)\n"
+              "assert child.stdout.readline() == b'ready\\n'\n"
+              "print(child.pid, flush=True)\nchild.wait()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True)
+    children.append(proc)
+    assert proc.stdout is not None
+    member = int(proc.stdout.readline())
+    started = process_tree.start_time(member)
+    try:
+        result = process_tree.stop_child(proc, grace=1.0)
+        assert proc.returncode == -signal.SIGTERM  # the leader itself ended at TERM
+        assert result.outcome is Outcome.KILLED, result
+        wait_until(lambda: not _running(member), timeout=30, interval=0.05, what="the TERM-proof member's end")
+    finally:
+        process_tree.stop_pid(member, started, group=False, grace=0)  # cleanup if the stop under test failed
+
+
 def test_stop_many_reports_each_outcome(children) -> None:
     polite, stubborn = _start(), _start(_IGNORE_TERM)
     children += [polite, stubborn]
