@@ -14,7 +14,6 @@ import collections
 import json
 import os
 import selectors
-import signal
 import subprocess
 import threading
 import time
@@ -211,14 +210,11 @@ def _exit_code(proc: subprocess.Popen) -> int | str:
 
 
 def _end(proc: subprocess.Popen) -> None:
-    """End the exec command: closing its input is the remote lease's end; kill it if it lingers."""
+    """End the exec command: closing its input is the remote lease's end; kill its group if it lingers, and reap."""
     if proc.stdin is not None:
         try:
             proc.stdin.close()
         except OSError:
             pass
-    try:
-        proc.wait(_EXIT_WAIT_S)
-    except subprocess.TimeoutExpired:
-        process_tree.signal_child(proc, signal.SIGKILL)
-        proc.wait(_EXIT_WAIT_S)
+    # term=False: the closed input already told it to end; the grace is the wait for that, then KILL (bounded).
+    process_tree.stop_child(proc, grace=_EXIT_WAIT_S, term=False)

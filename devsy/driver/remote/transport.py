@@ -55,7 +55,7 @@ class ExecTransport:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process_tree.signal_child(proc, signal.SIGKILL)
+            _kill_and_reap(proc)
             raise RemoteUnreachable(f"`{shlex.join(self.argv(remote))[:200]}` did not finish within {timeout:g}s",
                                     hint="check that the remote machine answers its exec command") from None
         return proc.returncode, out, err
@@ -94,6 +94,14 @@ class ExecTransport:
         if pump.error is not None and not request.cancel.is_cancelled():
             raise DriverError(f"copying input to the remote machine failed: {pump.error}") from pump.error
         return ExecResult(exit_code=130 if request.cancel.is_cancelled() else code)
+
+
+def _kill_and_reap(proc: subprocess.Popen) -> None:
+    """KILL the command's group at once and reap it (bounded by process_tree's kill wait); release its pipes."""
+    process_tree.stop_child(proc, grace=0)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _copy(source: BinaryIO, target: BinaryIO) -> None:
