@@ -240,11 +240,11 @@ def test_a_command_the_engine_starts_after_its_owner_died_is_still_killed(runnin
     import threading
 
     from devsy.driver.docker import driver as docker_driver
-    from devsy.driver.docker import process_tree
+    from devsy.driver.docker import exec_tree
 
     (container,) = docker_client.containers.list(filters={"label": f"dev.devsy.workspace={running_workspace}"})
-    token = process_tree.new_token()
-    exec_id = docker_client.api.exec_create(container.id, process_tree.wrap(["sleep", "300"], token))["Id"]
+    token = exec_tree.new_token()
+    exec_id = docker_client.api.exec_create(container.id, exec_tree.wrap(["sleep", "300"], token))["Id"]
     first_kill_done = threading.Event()
     real_kill = docker_driver.DockerDriver.kill_tree
 

@@ -6,13 +6,13 @@ import contextlib
 import io
 import secrets
 import threading
-import time
 from typing import Any, BinaryIO
 
 import docker
 import docker.errors
 
 from devsy.arch import normalize_arch
+from devsy.bounded_wait import WaitTimeout, wait_until
 from devsy.driver.base import (
     LABEL_MANAGED,
     LABEL_WORKSPACE,
@@ -23,7 +23,7 @@ from devsy.driver.base import (
     MountType,
     RunOptions,
 )
-from devsy.driver.docker import container_spec, process_tree
+from devsy.driver.docker import container_spec, exec_tree
 from devsy.driver.docker.engine import connect, engine_errors
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
@@ -182,7 +182,7 @@ class DockerDriver:
         container = self._require(workspace_id)
         if not container.attrs.get("State", {}).get("Running"):
             raise DriverError(f"workspace {workspace_id} is stopped", hint=f"run `devsy start {workspace_id}` first")
-        token = process_tree.new_token()
+        token = exec_tree.new_token()
         # Started before the command: if this process dies in any way before the command's end is known, the guard
         # kills its tree (the engine would keep it running, discarding its output, for ever).
         guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
@@ -200,7 +200,7 @@ class DockerDriver:
         api = self.client.api
         with engine_errors(f"starting a command in workspace {workspace_id}"):
             exec_id = api.exec_create(
-                container_id, process_tree.wrap(request.argv, token), stdin=True, stdout=True, stderr=True,
+                container_id, exec_tree.wrap(request.argv, token), stdin=True, stdout=True, stderr=True,
                 user=request.user or "", workdir=request.workdir or None,
                 environment=[f"{k}={v}" for k, v in request.env.items()] or None,
             )["Id"]
@@ -242,7 +242,7 @@ class DockerDriver:
     def kill_tree(self, container_id: str, token: str) -> None:
         api = self.client.api
         with engine_errors("stopping a cancelled command"):
-            kill_id = api.exec_create(container_id, process_tree.kill_tree_argv(token), user="0")["Id"]
+            kill_id = api.exec_create(container_id, exec_tree.kill_tree_argv(token), user="0")["Id"]
             api.exec_start(kill_id)
 
     def _exit_code(self, exec_id: str, *, cancelled: bool) -> int:
@@ -282,16 +282,18 @@ def kill_orphaned_tree(container_id: str, token: str, exec_id: str = "") -> None
     Its owner may have died between asking the engine to start the command and the command existing: so the kill is
     repeated until the engine reports the exec ended, bounded (an exec created but never started never ends)."""
     driver = DockerDriver()
-    deadline = time.monotonic() + _ORPHAN_START_WAIT_S
-    while True:
+
+    def killed_and_ended() -> bool:
         driver.kill_tree(container_id, token)
         if not exec_id:
-            return
+            return True
         with engine_errors("reading an orphaned command's state"):
             info = driver.client.api.exec_inspect(exec_id)
-        if (info.get("ExitCode") is not None and not info.get("Running")) or time.monotonic() > deadline:
-            return
-        time.sleep(0.2)  # poll interval of a bounded wait on the engine's state, not a synchronization
+        return info.get("ExitCode") is not None and not info.get("Running")
+
+    with contextlib.suppress(WaitTimeout):  # never started within the bound: nothing of it can run any more
+        wait_until(killed_and_ended, timeout=_ORPHAN_START_WAIT_S, interval=0.2,
+                   what=f"the orphaned exec {exec_id[:12]} to end")
 
 
 class _Cancellation(threading.Thread):
