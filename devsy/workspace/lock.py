@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from devsy.bounded_wait import WaitTimeout, poll_until
 from devsy.errors import LockTimeout, UsageError, WorkspaceError
 from devsy.workspace.fsdirs import ensure_dir
 from devsy.workspace.paths import WorkspacePaths
@@ -88,8 +89,27 @@ def _remove_if_obsolete(paths: WorkspacePaths) -> None:
 def _acquire(paths: WorkspacePaths, wait: float) -> int:
     """Lock `paths.lock` (flock, exclusive) within `wait` seconds; return the open descriptor that holds it."""
     started = time.monotonic()
-    deadline = started + wait
     noticed = False
+
+    def try_lock() -> int | None:
+        nonlocal noticed
+        fd = _try_lock(paths)
+        if fd is None and not noticed and time.monotonic() - started >= WAIT_NOTICE_AFTER_S:
+            noticed = True
+            print(f"devsy: {_waiting_for(paths)}", file=sys.stderr, flush=True)
+        return fd
+
+    try:
+        fd = poll_until(try_lock, lambda fd: fd is not None, timeout=wait, interval=_POLL_S,
+                        what=f"the lock of workspace {paths.root.name}")
+    except WaitTimeout:
+        raise _timeout_error(paths, wait) from None
+    assert fd is not None
+    return fd
+
+
+def _try_lock(paths: WorkspacePaths) -> int | None:
+    """One attempt: the descriptor holding the lock at the path, or None while another process holds it."""
     while True:
         try:
             fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -102,21 +122,13 @@ def _acquire(paths: WorkspacePaths, wait: float) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            return None
         except BaseException:
             os.close(fd)
             raise
-        else:
-            if _names_this_file(paths.lock, fd):
-                return fd
-            os.close(fd)  # locked a file `devsy delete` unlinked meanwhile: the lock is the one at the path now
-            continue
-        now = time.monotonic()
-        if now >= deadline:
-            raise _timeout_error(paths, wait)
-        if not noticed and now - started >= WAIT_NOTICE_AFTER_S:
-            noticed = True
-            print(f"devsy: {_waiting_for(paths)}", file=sys.stderr, flush=True)
-        time.sleep(min(_POLL_S, deadline - now))
+        if _names_this_file(paths.lock, fd):
+            return fd
+        os.close(fd)  # locked a file `devsy delete` unlinked meanwhile: the lock is the one at the path now
 
 
 def _names_this_file(path: Path, fd: int) -> bool:
