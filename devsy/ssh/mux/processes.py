@@ -13,6 +13,9 @@ import psutil
 from devsy import process_tree
 
 MASTER_MODULE = "devsy.ssh.mux.master"
+# What masters started before the module moved to devsy/ssh/mux/ run as: they idle up to DEVSY_SSH_PERSIST_S after
+# an upgrade, and `devsy delete` and the sweeper must still find them.
+_FORMER_MASTER_MODULES = ("devsy.ssh.mux_master",)
 _STOP_WAIT_S = 10.0
 
 
@@ -22,7 +25,8 @@ def masters_under(root: Path) -> list[tuple[psutil.Process, str]]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         argv = process.info["cmdline"] or []
-        if MASTER_MODULE not in argv or "--home" not in argv or "--workspace" not in argv:
+        is_master = any(module in argv for module in (MASTER_MODULE, *_FORMER_MASTER_MODULES))
+        if not is_master or "--home" not in argv or "--workspace" not in argv:
             continue
         with contextlib.suppress(IndexError):
             home = os.path.realpath(argv[argv.index("--home") + 1])
