@@ -5,11 +5,13 @@ workspace), and refuses wrong bytes or an unreachable machine with typed errors,
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import secrets
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +26,11 @@ from helpers.projects import make_project
 
 from devsy.agent.build import BuiltAgent, build_agent
 from devsy.agent.delivery import guest_agent_path
-from devsy.agent.provider_bundle import build_provider
+from devsy.agent.build import write_zipapp
+from devsy.agent.provider_bundle import PROVIDER_LOCK, ProviderSpec, build_provider, bundle_entries
+from devsy.agent.wheels import ensure_wheels
+from devsy.driver.base import Capabilities, MountType
+from devsy.driver.remote.driver import RemoteDriver
 from devsy.ssh.mux.processes import stop_masters_under
 from fixtures.artifact_server import ArtifactServer
 from fixtures.process_observer import ProcessObserver
@@ -40,6 +46,7 @@ from fixtures.remote_host import (
 RUNTIME = "DOCKER_PROVIDER"
 NOT_A_PROVIDER = b"#!/bin/sh\necho 'this is no provider' >&2\nexit 3\n"
 CANCEL_BOUND_S = 10.0
+LAUNCH_BOUND_S = 300.0  # a scratch runtime's start on a new machine (downloads, unpacks), as link.LAUNCH_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -48,23 +55,34 @@ class Remote:
     server: ArtifactServer
     agent: BuiltAgent
     runtime: BuiltAgent
+    fake_sha256: str  # the fake runtime as a bundle (route /fake): its profiles answer Info unlike the docker runtime
 
 
 @pytest.fixture(scope="module")
-def remote() -> Iterator[Remote]:
+def remote(tmp_path_factory) -> Iterator[Remote]:
     ensure_remote_host_image()
     agent, runtime = build_agent(), build_provider("docker")
+    fake = fake_runtime_bundle(runtime, tmp_path_factory.mktemp("fake") / "devsy-fake-runtime.pyz")
     wrong = bytearray(runtime.path.read_bytes())
     wrong[len(wrong) // 2] ^= 0xFF
     server = ArtifactServer({"/agent": agent.path.read_bytes(), "/runtime": runtime.path.read_bytes(),
-                             "/wrong": bytes(wrong), "/not-a-provider": NOT_A_PROVIDER}).start()
+                             "/wrong": bytes(wrong), "/not-a-provider": NOT_A_PROVIDER,
+                             "/fake": fake}).start()
     client = docker_client()
     name = f"devsy-test-remote-{secrets.token_hex(4)}"
     try:
-        yield Remote(start_remote_host(client, name, {"dev.devsy.test": "remote-driver"}), server, agent, runtime)
+        yield Remote(start_remote_host(client, name, {"dev.devsy.test": "remote-driver"}), server, agent, runtime,
+                     hashlib.sha256(fake).hexdigest())
     finally:
         remove_remote_host(client, name)
         server.stop()
+
+
+def fake_runtime_bundle(docker: BuiltAgent, path: Path) -> bytes:
+    """devsy-fake-runtime bundled as the docker provider is; the same build key: the same unpacked devsy and wheels."""
+    spec = ProviderSpec("devsy-fake-runtime", "devsy.runtime.fake.main:main")
+    write_zipapp(path, bundle_entries(spec, docker.key, docker.arch, ensure_wheels(docker.arch, PROVIDER_LOCK)))
+    return path.read_bytes()
 
 
 def provider_config(remote: Remote, path: Path, *, route: str = "/runtime", host: str = "", sha256: str = "",
@@ -201,21 +219,80 @@ def test_a_runtime_that_does_not_start_is_reported_with_its_stderr(cli, remote, 
     assert cli.run("status", ws_id, "--json").json["error"]["type"] == "workspace-not-found"
 
 
-def test_capabilities_answer_before_any_workspace_call(remote, tmp_path, docker_client, monkeypatch):
-    """A fresh driver asks the runtime itself (a runtime started for the question, its folder removed after)."""
-    from devsy.driver.base import Capabilities, MountType
-    from devsy.driver.remote.driver import RemoteDriver
+def fake_provider_config(remote: Remote, tmp_path: Path, *, refuse_remove: bool = False) -> tuple[str, Path]:
+    """A config whose runtime is the fake's `legacy` profile, reached through an exec command that logs each remote
+    argv to a host file (an observation independent of the driver) and, with `refuse_remove`, fails folder removal."""
+    path, log = tmp_path / "provider.yaml", tmp_path / "exec.log"
+    provider_config(remote, path)
+    config = yaml.safe_load(path.read_text())
+    refuse = 'case "$*" in *workspace-remove*) echo "removal refused by the test" >&2; exit 5;; esac; ' \
+        if refuse_remove else ""
+    config["exec"]["command"] = ["sh", "-c", f'printf "%s\\n" "$*" >> {log}; {refuse}exec docker exec -i '
+                                             f'{remote.host.name} "$@"', "exec-command"]
+    config["binaries"] = {RUNTIME: [{"os": "linux", "arch": "amd64", "url": remote.server.url("/fake"),
+                                     "sha256": remote.fake_sha256}]}
+    config["options"] = {"DEVSY_FAKE_PROFILE": "legacy", "DEVSY_FAKE_STATE_DIR": f"/tmp/{tmp_path.name}-fake"}
+    path.write_text(yaml.safe_dump(config))
+    return str(path), log
 
+
+def serves(log: Path) -> int:
+    return sum("runtime-serve" in line for line in log.read_text().splitlines()) if log.exists() else 0
+
+
+def scratch_folders(remote: Remote, client) -> list[str]:
+    folders = remote.host.check(client, f"ls -A {AGENT_HOME}/workspaces 2>/dev/null || true").split()
+    return sorted(name for name in folders if name.startswith("devsy-capabilities-"))
+
+
+# The fake runtime's legacy profile (API 1.1): every mount type and logs, but no ReusePreflight, unlike the default.
+LEGACY = Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
+                      reuse_preflight=False)
+
+
+def test_capabilities_answer_before_any_workspace_call(remote, tmp_path, docker_client, monkeypatch):
+    """A fresh driver asks the runtime itself, once for two callers; stale scratch folders go, fresh ones stay."""
     monkeypatch.setenv("DEVSY_DOWNLOAD_CACHE", str(tmp_path / "host-downloads"))
-    config = provider_config(remote, tmp_path / "provider.yaml")[-1].split("=", 1)[1]
+    assert LEGACY != Capabilities()
+    config, log = fake_provider_config(remote, tmp_path)
+    stale, fresh = f"devsy-capabilities-{int(time.time()) - 7200}-dead", f"devsy-capabilities-{int(time.time())}-live"
+    remote.host.check(docker_client, f"mkdir -p {AGENT_HOME}/workspaces/{stale}/bin {AGENT_HOME}/workspaces/{fresh}")
     driver = RemoteDriver.from_options({"PROVIDER_CONFIG": config})
+    barrier, answers = threading.Barrier(2), []
+
+    def ask() -> None:
+        barrier.wait(timeout=60)
+        answers.append(driver.capabilities())
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
     try:
-        capabilities = driver.capabilities()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=LAUNCH_BOUND_S)
+        assert not any(thread.is_alive() for thread in threads), f"capabilities() took over {LAUNCH_BOUND_S}s"
     finally:
         driver.close()
-    # The docker provider's own answer (devsy/driver/docker): every mount type, logs, a reuse preflight.
-    assert capabilities == Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
-                                        reuse_preflight=True)
-    folders = remote.host.check(docker_client, f"ls -A {AGENT_HOME}/workspaces 2>/dev/null || true").split()
-    assert [name for name in folders if name.startswith("devsy-capabilities-")] == [], "the scratch folder is left"
+        remote.host.check(docker_client, f"rm -rf {AGENT_HOME}/workspaces/{fresh} /tmp/{tmp_path.name}-fake")
+    assert answers == [LEGACY, LEGACY]
+    assert serves(log) == 1, "not exactly one scratch runtime answered both callers"
+    assert scratch_folders(remote, docker_client) == [], "a scratch folder is left (or the stale one was not swept)"
     assert leftover_processes(remote, docker_client) == ([], [])
+
+
+def test_a_failed_scratch_removal_is_a_warning_and_the_answer_stands(remote, tmp_path, docker_client, monkeypatch,
+                                                                     caplog):
+    monkeypatch.setenv("DEVSY_DOWNLOAD_CACHE", str(tmp_path / "host-downloads"))
+    config, log = fake_provider_config(remote, tmp_path, refuse_remove=True)
+    driver = RemoteDriver.from_options({"PROVIDER_CONFIG": config})
+    try:
+        with caplog.at_level(logging.WARNING, logger="devsy.driver.remote.driver"):
+            assert driver.capabilities() == LEGACY
+        assert driver.capabilities() == LEGACY and serves(log) == 1, "the answer was not kept"
+    finally:
+        driver.close()
+        left = scratch_folders(remote, docker_client)
+        remote.host.check(docker_client, "rm -rf /tmp/" + " ".join([f"{tmp_path.name}-fake"] + [
+            f"{AGENT_HOME}/workspaces/{name}" for name in left]))
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(left) == 1 and left[0] in warning and "removal refused by the test" in warning, (left, warning)

@@ -13,9 +13,10 @@ workspace's folder on the remote machine (its runtime copy).
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import BinaryIO
 
@@ -39,6 +40,30 @@ from devsy.errors import DevsyError
 from devsy.runtime.host.launcher import ProviderCommand
 
 PROVIDER_NAME = "remote"
+SCRATCH_PREFIX = "devsy-capabilities-"
+# A scratch runtime lives for one question (its start is bounded by LAUNCH_TIMEOUT_S, 300 s); a folder older than this
+# was left by a devsy killed meanwhile. The bound is generous so a slow live question elsewhere is never swept.
+STALE_SCRATCH_S = 3600.0
+# Lists a workspace folder's names under the agent's home, resolved as the agent resolves it (agent_home()).
+_LIST_WORKSPACES = ('home=${1:-$HOME/.devsy-agent}; case $home in "~") home=$HOME;; "~/"*) home=$HOME/${home#"~/"};; '
+                    'esac; ls -A -- "$home/workspaces" 2>/dev/null; exit 0')
+
+log = logging.getLogger(__name__)
+
+
+def scratch_id(now: float) -> str:
+    """A scratch workspace id stamped with its start (host clock), so a later run can tell a stale one."""
+    return f"{SCRATCH_PREFIX}{int(now)}-{secrets.token_hex(4)}"
+
+
+def stale_scratch_ids(names: list[str], now: float, bound: float = STALE_SCRATCH_S) -> list[str]:
+    """The scratch ids among `names` that started more than `bound` seconds before `now`."""
+    stale = []
+    for name in names:
+        stamp = name[len(SCRATCH_PREFIX):].split("-", 1)[0] if name.startswith(SCRATCH_PREFIX) else ""
+        if stamp.isdigit() and now - int(stamp) > bound:
+            stale.append(name)
+    return stale
 
 
 class _WorkspaceRuntime(ExternalDriver):
@@ -64,6 +89,9 @@ class RemoteDriver:
         self._runtimes: dict[str, _WorkspaceRuntime] = {}
         self._last: _WorkspaceRuntime | None = None
         self._capabilities: Capabilities | None = None  # asked before any workspace call
+        # One scratch runtime per driver: a second caller waits for the first one's answer. Not self._lock, which
+        # the scratch run itself takes (agent(), _runtime()).
+        self._scratch_lock = threading.Lock()
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> RemoteDriver:
@@ -114,6 +142,28 @@ class RemoteDriver:
                                     f"(exit {code}): {err.decode('utf-8', 'replace').strip()[-300:]}",
                                     hint=hint or f"remove {workspace_id} under the agent's home there by hand")
 
+    def _remove_scratch(self, scratch: str) -> None:
+        """Remove a scratch runtime's folder; a failure is a warning: the answer stands, and a later run sweeps it."""
+        try:
+            self._remove_folder(scratch)
+        except DevsyError as exc:
+            log.warning("warning: %s (hint: %s; a later capabilities question removes it after %gs)", exc.message,
+                        exc.hint, STALE_SCRATCH_S)
+
+    def _sweep_stale_scratch(self) -> None:
+        """Remove scratch folders left by a devsy killed during its question (see STALE_SCRATCH_S)."""
+        try:
+            code, out, err = self.transport.run(["sh", "-c", _LIST_WORKSPACES, "sh", self.config.agent_home])
+        except DevsyError as exc:
+            log.warning("warning: cannot list stale capability runtimes on the remote machine: %s", exc.message)
+            return
+        if code != 0:
+            log.warning("warning: listing stale capability runtimes on the remote machine failed (exit %s): %s",
+                        code, err.decode("utf-8", "replace").strip()[-300:])
+            return
+        for name in stale_scratch_ids(out.decode("utf-8", "replace").split(), time.time()):
+            self._remove_scratch(name)
+
     # -- Driver ----------------------------------------------------------------------------------------------------
     def capabilities(self) -> Capabilities:
         """The runtime's capabilities: from a workspace's runtime already answering, else from one started for this.
@@ -127,20 +177,25 @@ class RemoteDriver:
             return last.capabilities()
         if known is not None:
             return known
-        scratch = f"devsy-capabilities-{secrets.token_hex(4)}"
+        with self._scratch_lock:
+            with self._lock:
+                if self._capabilities is not None:
+                    return self._capabilities  # another caller's scratch runtime answered meanwhile
+            return self._ask_scratch_runtime()
+
+    def _ask_scratch_runtime(self) -> Capabilities:
+        self._sweep_stale_scratch()
+        scratch = scratch_id(time.time())
         runtime = self._new_runtime(scratch)
         try:
             answered = runtime.capabilities()
-        except BaseException:
-            runtime.close()
-            # The failure to report is the runtime's; a folder that could not be removed too is a lesser fault.
-            with contextlib.suppress(DevsyError):
-                self._remove_folder(scratch)
-            raise
-        runtime.close()
-        self._remove_folder(scratch)
-        with self._lock:
-            self._capabilities = answered
+            with self._lock:
+                self._capabilities = answered  # before the cleanup: a failed removal must not lose the answer
+        finally:
+            try:
+                runtime.close()
+            finally:
+                self._remove_scratch(scratch)
         return answered
 
     def find(self, workspace_id: str) -> ContainerDetails | None:
