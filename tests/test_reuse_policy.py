@@ -89,3 +89,17 @@ def test_external_driver_checks_the_labels_itself_when_the_provider_has_no_reuse
             driver.reuse_preflight("ws", "dev", MountPolicy("/workspaces/p", True, "dev"))
     finally:
         driver.close()
+
+
+def test_a_provider_that_reports_no_labels_is_not_refused_for_labels_it_never_showed(tmp_path: Path) -> None:
+    # Find need not echo RunImage's labels: with none of devsy's to compare, the host check has nothing to refuse on
+    # (a refusal there would make every reuse of such a provider demand --recreate).
+    driver = ExternalDriver("external:devsy-fake-runtime",
+                            fake_command(tmp_path, "--profile", "legacy", "--mode", "find-without-labels"))
+    try:
+        driver.run("ws", RunOptions(image="img", remote_user="dev", labels=Ownership("dev", DEV).to_labels()))
+        found = driver.find("ws")
+        assert found is not None and found.labels == {}
+        driver.reuse_preflight("ws", "dev", DEV)
+    finally:
+        driver.close()

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # reuse.py builds on the labels defined here
     from devsy.driver.reuse import MountPolicy
 
 # Label namespace every devsy-created backend object carries.
+LABEL_PREFIX = "dev.devsy."  # every label devsy sets starts so
 LABEL_MANAGED = "dev.devsy.managed"
 LABEL_WORKSPACE = "dev.devsy.workspace"
 LABEL_WORKSPACE_UID = "dev.devsy.workspace-uid"

@@ -14,7 +14,7 @@ import threading
 from dataclasses import replace
 from typing import BinaryIO
 
-from devsy.driver.base import Capabilities, ContainerDetails, ExecRequest, ExecResult, RunOptions
+from devsy.driver.base import LABEL_PREFIX, Capabilities, ContainerDetails, ExecRequest, ExecResult, RunOptions
 from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import NotFound
 from devsy.runtime.host.client import RuntimeClient
@@ -118,6 +118,9 @@ class ExternalDriver:
         found = self.client.find(workspace_id)
         if found is None:
             raise NotFound(f"workspace {workspace_id} has no instance", hint="run `devsy up` to create it")
-        check_reuse(workspace_id, found.labels, Ownership(remote_user, mount_policy))
+        # A provider may report none of the labels devsy set at creation (the protocol does not require Find to echo
+        # them): then there is nothing to compare, and only its own ReusePreflight, if advertised, can refuse.
+        if any(key.startswith(LABEL_PREFIX) for key in found.labels):
+            check_reuse(workspace_id, found.labels, Ownership(remote_user, mount_policy))
         if self.capabilities().reuse_preflight:
             self.client.reuse_preflight(workspace_id, remote_user)

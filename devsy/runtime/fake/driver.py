@@ -54,8 +54,8 @@ class FakeDriver:
         if state is None:
             return None
         return ContainerDetails(
-            id=state.id, created_at=state.created_at, status=InstanceStatus(state.status), labels=dict(state.labels),
-            mounts=[InstanceMount(**m) for m in state.mounts], user=state.user, started_at=state.started_at)
+            id=state.id, created_at=state.created_at, status=InstanceStatus(state.status),
+            labels={} if self.mode is Mode.FIND_WITHOUT_LABELS else dict(state.labels), mounts=[InstanceMount(**m) for m in state.mounts], user=state.user, started_at=state.started_at)
 
     def run(self, workspace_id: str, options: RunOptions) -> ContainerDetails:
         if self.store.load(workspace_id) is not None and not options.allow_recreate:

@@ -25,6 +25,8 @@ class Mode(str, Enum):
     # A guest with neither sha256sum nor python3: devsy's agent check exits 12 as the real script would there, so a
     # whole `devsy up` completes (with its "`devsy ssh` will not work" warning) instead of failing agent delivery.
     NO_AGENT_TOOLS = "no-agent-tools"
+    # Find reports no labels: the protocol does not require a provider to echo RunImage's labels.
+    FIND_WITHOUT_LABELS = "find-without-labels"
 
 
 class Profile(str, Enum):
