@@ -7,7 +7,6 @@ supervisor, which hands its own stdout and stderr to the provider.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import selectors
@@ -20,10 +19,9 @@ from dataclasses import dataclass, field
 from devsy import process_tree
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import is_transport_key
+from devsy.runtime.host.stderr_tail import StderrTail
 from devsy.runtime.host.supervisor_config import SupervisorConfig
 
-_STDERR_TAIL_BYTES = 16 * 1024
-_TAIL_LINES = 20
 
 
 @dataclass
@@ -71,40 +69,19 @@ class SupervisedProvider:
         finally:
             os.close(lease_r)
             os.close(config_r)
-        self._tail: collections.deque[bytes] = collections.deque()
-        self._tail_size = 0
-        self._tail_lock = threading.Lock()
-        self._stderr_done = threading.Event()
         threading.Thread(target=self._write_config, args=(config_w, config.to_json()), daemon=True,
                          name="provider-config").start()
-        threading.Thread(target=self._drain_stderr, daemon=True, name="provider-stderr").start()
+        assert self.process.stderr is not None
+        self._stderr = StderrTail(self.process.stderr, self._redact, "provider-stderr")
 
     @staticmethod
     def _write_config(fd: int, data: bytes) -> None:
         with contextlib.suppress(OSError), os.fdopen(fd, "wb") as stream:
             stream.write(data)
 
-    def _drain_stderr(self) -> None:
-        # Always drained: a provider blocked on a full stderr pipe would look hung.
-        assert self.process.stderr is not None
-        try:
-            while chunk := self.process.stderr.read1(65536):
-                with self._tail_lock:
-                    self._tail.append(chunk)
-                    self._tail_size += len(chunk)
-                    while self._tail_size > _STDERR_TAIL_BYTES and len(self._tail) > 1:
-                        self._tail_size -= len(self._tail.popleft())
-        finally:
-            self._stderr_done.set()
-
     def stderr_tail(self, wait: float = 0.0) -> str:
         """The last lines the provider (or its supervisor) wrote to stderr, with secrets redacted."""
-        if wait:
-            self._stderr_done.wait(wait)
-        with self._tail_lock:
-            text = b"".join(self._tail).decode("utf-8", "replace")
-        lines = text.strip().splitlines()[-_TAIL_LINES:]
-        return self._redact("\n".join(lines))
+        return self._stderr.text(wait)
 
     def read_line(self, timeout: float) -> tuple[str | None, bool]:
         """(line, timed_out): the first stdout line; None at EOF or when `timeout` seconds pass first."""
@@ -141,5 +118,5 @@ class SupervisedProvider:
         if self.process.stdout is not None:
             self.process.stdout.close()
         # A setsid'd descendant may keep stderr open for good; then the drain thread keeps it, bounded by its life.
-        if self._stderr_done.wait(2.0) and self.process.stderr is not None:
+        if self._stderr.done.wait(2.0) and self.process.stderr is not None:
             self.process.stderr.close()
