@@ -10,12 +10,10 @@ command's input, which is the remote runtime's lease.
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import selectors
 import subprocess
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -31,6 +29,7 @@ from devsy.errors import DevsyError
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import HEALTH_SERVICE
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
+from devsy.runtime.host.stderr_tail import StderrTail
 from devsy.runtime.wire.handshake import parse_line
 from devsy.runtime.v1 import runtime_pb2_grpc
 
@@ -38,7 +37,6 @@ from devsy.runtime.v1 import runtime_pb2_grpc
 LAUNCH_TIMEOUT_S = 300.0
 HEALTH_TIMEOUT_S = 10.0
 _EXIT_WAIT_S = 10.0
-_TAIL_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,42 +54,12 @@ class ServeRequest:
         return (json.dumps(asdict(self), sort_keys=True) + "\n").encode()
 
 
-class _StderrTail:
-    """Always drains the exec command's stderr (the agent's and the runtime's), keeping the last bytes."""
-
-    def __init__(self, stream, redact: Redactor) -> None:
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._size = 0
-        self._lock = threading.Lock()
-        self._redact = redact
-        self.done = threading.Event()
-        threading.Thread(target=self._drain, args=(stream,), daemon=True, name="devsy-remote-stderr").start()
-
-    def _drain(self, stream) -> None:
-        try:
-            for chunk in iter(lambda: stream.read(65536), b""):
-                with self._lock:
-                    self._chunks.append(chunk)
-                    self._size += len(chunk)
-                    while self._size > _TAIL_BYTES and len(self._chunks) > 1:
-                        self._size -= len(self._chunks.popleft())
-        finally:
-            self.done.set()
-
-    def text(self, wait: float = 0.0) -> str:
-        if wait:
-            self.done.wait(wait)
-        with self._lock:
-            raw = b"".join(self._chunks).decode("utf-8", "replace")
-        return self._redact("\n".join(raw.strip().splitlines()[-20:]))
-
-
 def _with_tail(message: str, tail: str) -> str:
     return f"{message}\n  remote stderr (last lines):\n    " + tail.replace("\n", "\n    ") if tail else message
 
 
 class RemoteRuntimeLink:
-    def __init__(self, name: str, proc: subprocess.Popen, tail: _StderrTail, relay: SocketRelay,
+    def __init__(self, name: str, proc: subprocess.Popen, tail: StderrTail, relay: SocketRelay,
                  channel: grpc.Channel) -> None:
         self.name, self._proc, self._tail, self._relay, self.channel = name, proc, tail, relay, channel
         self.stub = runtime_pb2_grpc.RuntimeDriverStub(channel)
@@ -104,7 +72,7 @@ class RemoteRuntimeLink:
         redact = Redactor(list(request.env.values()))
         proc = transport.popen(launch_argv(agent_path, "runtime-serve"))
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        tail = _StderrTail(proc.stderr, redact)
+        tail = StderrTail(proc.stderr, redact, "devsy-remote-stderr")
         relay, channel = None, None
         try:
             try:
