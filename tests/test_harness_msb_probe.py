@@ -14,7 +14,7 @@ import pytest
 
 from harness import probes
 from harness.probes import MSB_BOOT_TIMEOUT, ProbeResult, probe_microsandbox
-from test_msb_fixtures import run_probe_once
+from helpers.msb import run_probe_once
 
 pytest_plugins = ["pytester"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.projects import make_project
-from test_msb_fixtures import boot_probe, images, msb_home, no_boot, run_msb, sandboxes, volumes  # noqa: F401
+from helpers.msb import images, run_msb, sandboxes, volumes
 
 SECRET = "env-5ecret-never-shown"
 

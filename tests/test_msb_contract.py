@@ -17,7 +17,7 @@ from devsy.driver.microsandbox.locate import MsbBinary, find_msb, locate_msb
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.volumes import ensure_volumes, remove_volumes
 from devsy.errors import BackendUnavailable, Cancelled, NotFound
-from test_msb_fixtures import msb, msb_home, volumes  # noqa: F401 - fixtures
+from helpers.msb import volumes
 
 
 def test_bundled_msb_is_found_and_new_enough(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from devsy.driver.base import CancelToken, ExecRequest, RunOptions
 from devsy.driver.microsandbox.driver import MicrosandboxDriver
-from test_msb_fixtures import boot_probe, busybox_rootfs, msb_home, skip_unless_boots  # noqa: F401 - fixtures
+from helpers.msb import skip_unless_boots
 
 WORKLOAD = "echo devsy-workload-started; while sleep 1000; do :; done"
 

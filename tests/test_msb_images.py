@@ -15,7 +15,7 @@ from devsy.driver.microsandbox.images import load_docker_image, loaded_digest, r
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.naming import loaded_image_tag
 from devsy.errors import ImageError
-from test_msb_fixtures import busybox_rootfs, images, msb, msb_home  # noqa: F401 - fixtures
+from helpers.msb import images
 
 
 def test_docker_image_is_loaded_once_and_tagged_by_digest(msb_home: Path, msb: MsbClient, guest_image: str,

@@ -21,7 +21,7 @@ from devsy.driver.microsandbox.spec import build_spec
 from devsy.driver.microsandbox.volumes import ensure_volumes
 from devsy.driver.reuse import MountPolicy
 from devsy.errors import AlreadyExists, ConfigError, DriverError, NotFound, RecreateRequired
-from test_msb_fixtures import busybox_rootfs, msb, msb_home, msb_json, no_boot, sandboxes, volumes  # noqa: F401
+from helpers.msb import msb_json, sandboxes, volumes
 
 WS = "life-ws"
 POLICY = "v1;target=/workspaces/p;mode=rw;owner=dev"

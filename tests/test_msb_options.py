@@ -16,7 +16,7 @@ from devsy.driver.microsandbox.driver import MicrosandboxDriver
 from devsy.driver.microsandbox.options import MicrosandboxOptions, parse_microsandbox_options
 from devsy.driver.microsandbox.resources import effective_resources
 from devsy.errors import ConfigError, UsageError
-from test_msb_fixtures import recorder  # noqa: F401 - fixture
+
 
 SECRET = "S3cretV4lue"
 

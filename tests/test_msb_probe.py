@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devsy.driver.microsandbox.probe import probe_boot
-from test_msb_fixtures import SessionProbe, busybox_rootfs, msb_home, no_boot, sandboxes, session_probe  # noqa: F401
+from helpers.msb import SessionProbe, sandboxes
 
 
 def test_probe_reports_a_vm_that_cannot_boot_with_evidence(msb_home: Path, no_boot: Path, busybox_rootfs: Path):

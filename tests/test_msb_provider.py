@@ -29,9 +29,7 @@ from devsy.runtime.wire.errors import InvalidArgument, ProviderExited
 from devsy.runtime.host.launcher import ProviderCommand
 from devsy.runtime.host.plugin_client import PluginClient
 from devsy.runtime.host.testing import BIN_DIR, running
-from test_msb_fixtures import (  # noqa: F401
-    boot_probe, busybox_rootfs, images, msb, msb_home, msb_json, no_boot, run_msb, sandboxes, volumes,
-)
+from helpers.msb import images, msb_json, run_msb, sandboxes, volumes
 
 WS = "prov-ws"
 POLICY = "v1;target=/workspaces/p;mode=rw;owner=dev"

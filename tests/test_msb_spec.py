@@ -16,7 +16,7 @@ from devsy.driver.microsandbox.options import parse_microsandbox_options
 from devsy.driver.microsandbox.shown_argv import redact_argv
 from devsy.driver.microsandbox.spec import SandboxSpec, build_spec
 from devsy.driver.microsandbox.volumes import ensure_volumes
-from test_msb_fixtures import msb, msb_home, msb_json, no_boot  # noqa: F401 - fixtures
+from helpers.msb import msb_json
 
 GOLDEN = Path(__file__).parent / "golden" / "msb_run_full_spec.txt"
 SECRET = "tok-5ecr3t-value"

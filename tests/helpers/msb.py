@@ -1,4 +1,4 @@
-"""Fixtures shared by the tests/test_msb_*.py modules (this module holds no tests of its own).
+"""MicroSandbox test helpers and fixtures (tests/conftest.py offers the fixtures to every test module).
 
 Every test gets its own MSB_HOME, short enough for msb's Unix socket paths (they must stay under 108 bytes, which a
 pytest tmp_path is not), removed afterwards with whatever the test left in it.
