@@ -79,19 +79,24 @@ def cell_for(report: Report, manifest: Manifest, case_id: str, provider: str) ->
 
 
 def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
-    """External may replace built-in on `backend` only when every case applicable to both passes on both."""
+    """External may replace built-in on `backend` only when every case applicable to the external provider passes
+    on it (external-only cases included) and every case applicable to both passes on both."""
     builtin, external = f"builtin-{backend}", f"external-{backend}"
-    cases = [c for c in manifest.case_ids(report.shard)
-             if manifest.applies(c, builtin) and manifest.applies(c, external)]
-    cells = {(c, p): cell_for(report, manifest, c, p) for c in cases for p in (builtin, external)}
-    if not cases:
+    cases = [c for c in manifest.case_ids(report.shard) if manifest.applies(c, external)]
+    # The cells that decide: the external provider's for each of its cases, the built-in's where the case applies.
+    cells = {(c, p): cell_for(report, manifest, c, p) for c in cases for p in (builtin, external)
+             if manifest.applies(c, p)}
+    shared = [c for c in cases if (c, builtin) in cells]
+    external_only = [c for c in cases if (c, builtin) not in cells]
+    if not shared:
         return Verdict(backend, builtin, external, UNDECIDED, "no catalogue case applies to both providers")
-    absent = [p for p in (builtin, external) if not any(cells[(c, p)].kind in (C_PASS, C_FAIL) for c in cases)]
+    of = {p: [c for c in cases if (c, p) in cells] for p in (builtin, external)}
+    absent = [p for p in (builtin, external) if not any(cells[(c, p)].kind in (C_PASS, C_FAIL) for c in of[p])]
     if absent:
         ran = [p for p in (builtin, external) if p not in absent]
-        why = "; ".join(f"{p} did not run ({cells[(cases[0], p)].detail})" for p in absent)
+        why = "; ".join(f"{p} did not run ({cells[(of[p][0], p)].detail})" for p in absent)
         tally = "".join(
-            f"; {p}: {sum(cells[(c, p)].kind == C_PASS for c in cases)}/{len(cases)} pass" for p in ran
+            f"; {p}: {sum(cells[(c, p)].kind == C_PASS for c in of[p])}/{len(of[p])} pass" for p in ran
         )
         return Verdict(backend, builtin, external, UNDECIDED, why + tally)
     failing = sorted(f"{c}[{p}]" for (c, p), cell in cells.items() if cell.kind == C_FAIL)
@@ -106,10 +111,15 @@ def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
         return Verdict(backend, builtin, external, UNDECIDED, f"not every applicable case ran ({why})")
     if report.narrowed:
         return Verdict(backend, builtin, external, UNDECIDED, f"the run was narrowed ({', '.join(report.narrowed_by)})")
+    passed = f"all {len(shared)} applicable cases"
+    also = ""
+    if external_only:
+        noun = "case passes" if len(external_only) == 1 else "cases pass"
+        also = f"; the {len(external_only)} external-only {noun} on {external}"
     if report.shard is not None:
-        return Verdict(backend, builtin, external, YES, f"all {len(cases)} applicable cases of this shard "
-                       f"({', '.join(report.shard)}) pass on both; the other shards decide the rest")
-    return Verdict(backend, builtin, external, YES, f"all {len(cases)} applicable cases pass on both")
+        return Verdict(backend, builtin, external, YES, f"{passed} of this shard ({', '.join(report.shard)}) pass on "
+                       f"both{also}; the other shards decide the rest")
+    return Verdict(backend, builtin, external, YES, f"{passed} pass on both{also}")
 
 
 def build_parity(report: Report, manifest: Manifest) -> ParityTable:
