@@ -177,12 +177,13 @@ def _exit_code(proc: subprocess.Popen) -> int | str:
         return "unknown: still running"
 
 
-def _end(proc: subprocess.Popen) -> None:
-    """End the exec command: closing its input is the remote lease's end; kill its group if it lingers, and reap."""
+def _end(proc: subprocess.Popen, grace: float = _EXIT_WAIT_S) -> None:
+    """End the exec command: closing its input is the remote lease's end; kill its group if it lingers past `grace`
+    seconds, and reap."""
     if proc.stdin is not None:
         try:
             proc.stdin.close()
         except OSError:
             pass
     # term=False: the closed input already told it to end; the grace is the wait for that, then KILL (bounded).
-    process_tree.stop_child(proc, grace=_EXIT_WAIT_S, term=False)
+    process_tree.stop_child(proc, grace=grace, term=False)
