@@ -10,7 +10,8 @@ sources of the config this process loaded: devsy/devcontainer/config_secrets.py)
 env, argv and mount sources of the request it serves). Values shorter than MIN_SECRET_LEN bytes are not secrets:
 masking "1" or "yes" everywhere would destroy ordinary output while hiding nothing. A value of the form `KEY=VALUE`
 or `--flag=value` (an argv element) also masks its part after the first `=`, which is how it appears on its own.
-Credentials in URLs are removed, not masked, by `redact_url` in devsy/workspace/source.py (URL syntax, not values).
+Credentials in URLs are removed, not masked, by `redact_url` (URL syntax, not values); `mask_flag_values` masks the
+values of `--flag KEY=VALUE` arguments in a shown command line, by position.
 
 Streaming rule: the filter holds back only a tail that could still become a secret, i.e. at most len(secret)-1
 bytes, and releases it as soon as the next bytes show it cannot (or at end of stream). It never holds a byte that
@@ -22,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import BinaryIO
 
 from devsy.errors import DevsyError
@@ -201,3 +202,29 @@ def redact_error(error: DevsyError) -> DevsyError:
         redact = Redactor(secrets)
         error.message, error.hint = redact(error.message), redact(error.hint)
     return error
+
+
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """Remove `user:password@` from every scheme URL in `text`, so messages never carry credentials."""
+    return _URL_USERINFO.sub(lambda m: m.group("scheme"), text)
+
+
+def mask_flag_values(argv: Sequence[str], flags: Collection[str]) -> list[str]:
+    """argv with the value of each `FLAG KEY=VALUE` / `FLAG=KEY=VALUE` (FLAG in `flags`) shown as `KEY=***`."""
+    masked: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            masked.append(f"{arg.partition('=')[0]}={MASK}")
+            hide_next = False
+            continue
+        flag, eq, value = arg.partition("=")
+        if flag in flags and eq:
+            masked.append(f"{flag}={value.partition('=')[0]}={MASK}")
+            continue
+        masked.append(arg)
+        hide_next = arg in flags
+    return masked

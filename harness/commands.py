@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from devsy import process_tree
-from devsy.redaction import MASK
+from devsy.redaction import mask_flag_values
 
 TAIL_LINES = 40
 TAIL_CHARS = 8000
@@ -30,22 +30,8 @@ def tail(data: bytes | str, lines: int = TAIL_LINES) -> str:
 
 
 def mask_argv(argv: list[str]) -> list[str]:
-    """argv with the values of secret-carrying flags replaced by `K=***` (devsy.redaction.MASK)."""
-    masked: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            key = arg.partition("=")[0]
-            masked.append(f"{key}={MASK}")
-            hide_next = False
-            continue
-        flag, eq, value = arg.partition("=")
-        if flag in _SECRET_FLAGS and eq:
-            masked.append(f"{flag}={value.partition('=')[0]}={MASK}")
-            continue
-        masked.append(arg)
-        hide_next = arg in _SECRET_FLAGS
-    return masked
+    """argv with the values of secret-carrying flags replaced by `K=***`."""
+    return mask_flag_values(argv, _SECRET_FLAGS)
 
 
 @dataclass

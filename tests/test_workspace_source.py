@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from devsy.errors import UsageError
-from devsy.workspace.source import Source, is_image_reference, parse_source, redact_url
+from devsy.redaction import redact_url
+from devsy.workspace.source import Source, is_image_reference, parse_source
 
 
 def test_git_prefix_gives_git_source(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from devsy import process_tree
 from devsy.errors import WorkspaceError
-from devsy.workspace.source import redact_url
+from devsy.redaction import redact_url
 
 _STDERR_TAIL_LINES = 20
 

@@ -44,7 +44,7 @@ def derive_workspace_id(source: Source) -> str:
 
 
 def _identity(source: Source) -> str:
-    from devsy.workspace.source import redact_url
+    from devsy.redaction import redact_url
 
     # Rotating a token in a git URL must not change the workspace id.
     return f"{source.kind}:{redact_url(source.value)}"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from devsy.errors import UsageError
+from devsy.redaction import redact_url
 
 SourceKind = Literal["local", "git", "image"]
 GIT_PREFIX = "git:"
@@ -23,7 +24,6 @@ IMAGE_REFERENCE = re.compile(rf"^(?P<name>{_NAME})(?::(?P<tag>{_TAG}))?(?:@(?P<d
 _MAX_IMAGE_NAME = 255
 
 # userinfo in scheme URLs (https://user:token@host/...) is where credentials live.
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,6 @@ class Source:
     def shown(self) -> str:
         """The source as `devsy up` takes it, credentials in a git URL redacted: for hints and messages."""
         return f"{GIT_PREFIX}{redact_url(self.value)}" if self.kind == "git" else self.value
-
-
-def redact_url(text: str) -> str:
-    """Remove `user:password@` from every scheme URL in `text`, so messages never carry credentials."""
-    return _URL_USERINFO.sub(lambda m: m.group("scheme"), text)
 
 
 def is_image_reference(text: str) -> bool:
