@@ -114,15 +114,16 @@ def test_markdown_and_html_show_table_verdict_and_probe(tmp_path: Path) -> None:
         record("lifecycle/delete[builtin-docker]", "fail", "x | <script>"),
     )
     table = build_parity(report, MANIFEST)
-    markdown = render_markdown(table, report)
+    markdown = render_markdown(table, report, MANIFEST)
     assert "| case | builtin-docker | builtin-microsandbox | external-docker | external-microsandbox |" in markdown
-    assert "| `lifecycle/up-fresh` | pass |" in markdown
-    assert "fail: x \\| <script>" in markdown
-    assert "- docker: cutover cannot be decided: external-docker did not run" in markdown
+    assert "| **lifecycle**: l |" in markdown
+    assert "| `up-fresh` | pass · 2.5 s |" in markdown
+    assert "| `delete` | **fail** [1] · 2.5 s |" in markdown and "- **[1]** x \\| &lt;script&gt; (1 cell" in markdown
+    assert "- **UNDECIDED** docker: cutover cannot be decided: external-docker did not run" in markdown
     assert "- docker: ok: daemon answers" in markdown
-    assert "| `remote/docker-only` | missing |" in markdown
-    page = render_html(table, report)
+    assert "| `docker-only` | **missing** [" in markdown
+    page = render_html(table, report, MANIFEST)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "<td class='pass'" in page and "<td class='fail'" in page and "<td class='missing'" in page
-    md_path, html_path = write_parity(table, report, tmp_path)
+    md_path, html_path = write_parity(table, report, tmp_path, MANIFEST)
     assert md_path.read_text() == markdown and html_path.read_text() == page
