@@ -24,6 +24,14 @@ MANIFEST = Manifest(
                 Case("identity-change-refused", "changed remoteUser refused without --recreate, nothing touched"),
                 Case("mount-policy-change-refused", "changed workspace mount refused without --recreate"),
                 Case("delete", "instance absent; record, SSH entry, managed content gone; local source kept"),
+                # The guest's view of host owners is the backend's contract (scenarios/ownership.py
+                # BACKEND_OWNERSHIP): Docker shows host uids verbatim (updateRemoteUserUID not implemented);
+                # MicroSandbox shows the developer (uid=,gid= on the workspace mount).
+                Case("ownership", "host entries show in the guest with their mode and the backend's owner (Docker: "
+                     "the host uid:gid; MicroSandbox: the developer's), host owner unchanged; guest-created entries "
+                     "0644/0755 on the host; the developer writes the workspace; PID 1 and the backend's exec run "
+                     "as the workload user, devsy ssh/exec as the developer (seen by the backend's exec); rechecked "
+                     "after stop/up, --recreate and an identity change with --recreate"),
             ),
         ),
         Suite(

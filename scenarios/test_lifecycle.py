@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 from harness import case, ssh_blocks
 from harness.backends import BackendInspector
 from harness.case_context import CaseContext
 from harness.devsy_handle import DevsyHandle
 from harness.providers import Provider
+from scenarios.ownership import (
+    backend_sh,
+    check_command_users,
+    check_guest_entries,
+    check_host_entries,
+    check_workload_user,
+    host_identity,
+)
 from scenarios.support import (
+    DEV_UID,
     GUEST_IMAGE,
     FigureSink,
     assert_fully_gone,
@@ -191,3 +202,45 @@ def test_delete(provider: Provider, case: CaseContext, devsy: DevsyHandle, backe
     assert_fully_gone(devsy, backend, local_id, managed_content_dir(devsy, local_id))
     assert_fully_gone(devsy, backend, image_id, managed_content_dir(devsy, image_id))
     assert tree_digest(source) == before, "delete touched the local source folder"
+
+
+@case("lifecycle/ownership")
+def test_ownership(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
+    """The Go lifecycle-and-ownership contract, on the developer's checkout (owned by uid 1000, mode 0755, as
+    `local_source` makes it). What the guest shows of host owners is the backend's row of BACKEND_OWNERSHIP: Docker
+    shows host uids (updateRemoteUserUID is not implemented), so the developer `dev` can write the checkout only
+    because its uid is the checkout owner's; MicroSandbox maps the folder to the developer."""
+    source = local_source(case)
+    assert host_identity(source).uid == DEV_UID or os.geteuid() != 0, "the checkout is not the developer's"
+    wid = case.workspace_id()
+    ws = devsy.up(source, wid).ws()
+    folder = ws.workspace_folder
+
+    def recheck(phase: str, developer: str, workload: str) -> None:
+        check_workload_user(backend, wid, workload, phase)
+        check_command_users(devsy, backend, wid, developer, phase)
+        check_host_entries(devsy, wid, source, folder, phase, provider.backend)
+        check_guest_entries(devsy, wid, source, folder, phase, provider.backend)
+
+    recheck("fresh", "dev", "root")  # no containerUser: the image's user (root) runs the keep-alive
+    created = only_instance(backend, wid).created_at
+
+    assert devsy.stop(wid).ws().status == "stopped"
+    assert_running(devsy.up(source, wid).ws())
+    assert only_instance(backend, wid).created_at == created, "stop/up replaced the instance"
+    recheck("restarted", "dev", "root")
+
+    assert not devsy.up(source, wid, recreate=True).ws().reused
+    recreated = only_instance(backend, wid).created_at
+    assert recreated != created, "--recreate kept the instance"
+    recheck("recreated", "dev", "root")
+
+    # The identity change: root becomes the developer (as in the Go suite) and the workload gets a user of its own.
+    nonce = backend_sh(backend, wid, "cat /proc/sys/kernel/random/uuid | tee /tmp/preserved").strip()
+    write_config(source, {"image": GUEST_IMAGE, "remoteUser": "root", "containerUser": "alt"})
+    devsy.up(source, wid).expect_error("recreate-required")
+    assert only_instance(backend, wid).created_at == recreated, "a refused identity change replaced the instance"
+    assert backend_sh(backend, wid, "cat /tmp/preserved").strip() == nonce, "a refused up lost instance data"
+    changed = devsy.up(source, wid, recreate=True).ws()
+    assert changed.remote_user == "root" and only_instance(backend, wid).created_at != recreated
+    recheck("identity-changed", "root", "alt")

@@ -33,6 +33,15 @@ class SweepOutcome:
     errors: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class BackendExec:
+    """A command run in an instance by the backend itself (docker exec, msb exec), as its default user."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
 # Decides from an object's labels whether a sweep owns it.
 LabelMatch = Callable[[dict[str, str]], bool]
 
@@ -45,6 +54,8 @@ class BackendInspector(Protocol):
     def volumes(self, workspace_id: str) -> list[str]: ...
 
     def instance_logs(self, workspace_id: str, lines: int = 200) -> str: ...
+
+    def exec(self, workspace_id: str, argv: list[str]) -> BackendExec: ...
 
     def remove_workspace(self, workspace_id: str) -> list[str]: ...
 

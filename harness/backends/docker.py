@@ -11,6 +11,7 @@ from docker.models.containers import Container
 
 from harness.backends import (
     LABEL_WORKSPACE,
+    BackendExec,
     BackendInstance,
     BackendUnavailable,
     LabelMatch,
@@ -50,6 +51,17 @@ class DockerInspector:
             text = container.logs(tail=lines).decode("utf-8", "replace")
             parts.append(f"--- docker logs {container.name} (last {lines} lines) ---\n{text}")
         return "\n".join(parts) or f"(no container labelled {LABEL_WORKSPACE}={workspace_id})"
+
+    def exec(self, workspace_id: str, argv: list[str]) -> BackendExec:
+        """`docker exec` in the workspace's one container, without a user: the container's own (Config.User)."""
+        containers = self._containers(workspace_id)
+        if len(containers) != 1:
+            raise BackendUnavailable(f"expected one container labelled {LABEL_WORKSPACE}={workspace_id}, docker has "
+                                     f"{[c.name for c in containers]}")
+        result = containers[0].exec_run(argv, demux=True)
+        stdout, stderr = result.output or (None, None)
+        return BackendExec(int(result.exit_code), (stdout or b"").decode("utf-8", "replace"),
+                           (stderr or b"").decode("utf-8", "replace"))
 
     def remove_workspace(self, workspace_id: str) -> list[str]:
         """Force-remove the workspace's containers, then its volumes; already-gone objects are fine."""

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from harness.backends import LABEL_WORKSPACE, BackendInstance, BackendUnavailable, LabelMatch, SweepOutcome
+from harness.backends import (
+    LABEL_WORKSPACE,
+    BackendExec,
+    BackendInstance,
+    BackendUnavailable,
+    LabelMatch,
+    SweepOutcome,
+)
 from harness.commands import CompletedCommand, run_bounded, tail
 
 MSB_TIMEOUT = 60.0
@@ -108,6 +115,16 @@ class MicrosandboxInspector:
             parts.append(f"--- msb logs {sandbox.name} --source all (last {lines} lines; status {sandbox.status}) "
                          f"---\n{text}")
         return "\n".join(parts) or f"(no sandbox labelled {LABEL_WORKSPACE}={workspace_id})"
+
+    def exec(self, workspace_id: str, argv: list[str]) -> BackendExec:
+        """`msb exec` in the workspace's one sandbox, without --user: the runtime's default execution identity."""
+        sandboxes = self._sandboxes(f"{LABEL_WORKSPACE}={workspace_id}")
+        if len(sandboxes) != 1:
+            raise MsbFailed(f"expected one sandbox labelled {LABEL_WORKSPACE}={workspace_id}, msb has "
+                            f"{[s.name for s in sandboxes]}")
+        completed = self._run("exec", sandboxes[0].name, "--stream", "--", *argv)
+        return BackendExec(completed.exit_code, completed.stdout.decode("utf-8", "replace"),
+                           completed.stderr.decode("utf-8", "replace"))
 
     # -- removing ------------------------------------------------------------------------------------------------
     def remove_workspace(self, workspace_id: str) -> list[str]:
