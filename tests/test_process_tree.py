@@ -63,9 +63,10 @@ def test_a_child_that_ignores_term_is_killed_after_the_grace(children) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def test_a_group_stop_reaches_a_grandchild_that_ignores_term(children) -> None:
-    # The leader (TERM-proof too) forks a member of its group that ignores TERM, prints its pid, and waits for it.
-    script = ("import os, signal, subprocess, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+def _leader_with_member(children: list, leader_setup: str) -> tuple[subprocess.Popen, int]:
+    """A group leader (its TERM disposition set by `leader_setup`) with a member that ignores TERM; (leader, member
+    pid), once the member is ready."""
+    script = (f"import signal, subprocess, sys\n{leader_setup}\n"
               f"child = subprocess.Popen([sys.executable, '-c', {_SLEEPER.format(setup=_IGNORE_TERM)!r}],"
               " stdout=subprocess.PIPE)\n"
               "assert child.stdout.readline() == b'ready\\n'\n"
@@ -73,7 +74,11 @@ def test_a_group_stop_reaches_a_grandchild_that_ignores_term(children) -> None:
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True)
     children.append(proc)
     assert proc.stdout is not None
-    grandchild = int(proc.stdout.readline())
+    return proc, int(proc.stdout.readline())
+
+
+def test_a_group_stop_reaches_a_grandchild_that_ignores_term(children) -> None:
+    proc, grandchild = _leader_with_member(children, _IGNORE_TERM)  # the leader is TERM-proof too
     assert _running(grandchild)
     result = process_tree.stop_child(proc, grace=0.5)
     assert result.outcome is Outcome.KILLED
@@ -83,15 +88,7 @@ def test_a_group_stop_reaches_a_grandchild_that_ignores_term(children) -> None:
 def test_a_group_whose_leader_honours_term_still_loses_a_member_that_ignores_it(children) -> None:
     # The leader ends at TERM at once; its group keeps a member that ignores TERM: the stop must KILL that member
     # (before the leader is reaped, the leader's zombie holds the group's number, so killpg reaches only its group).
-    script = ("import subprocess, sys\n"
-              f"child = subprocess.Popen([sys.executable, '-c', {_SLEEPER.format(setup=_IGNORE_TERM)!r}],"
-              " stdout=subprocess.PIPE)\n"
-              "assert child.stdout.readline() == b'ready\\n'\n"
-              "print(child.pid, flush=True)\nchild.wait()\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True)
-    children.append(proc)
-    assert proc.stdout is not None
-    member = int(proc.stdout.readline())
+    proc, member = _leader_with_member(children, "")
     started = process_tree.start_time(member)
     try:
         result = process_tree.stop_child(proc, grace=1.0)
