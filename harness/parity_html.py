@@ -24,7 +24,7 @@ td.case code{font-size:13px}td.case .title{display:block;color:#777;font-size:12
 td.pass{background:#dff3df}td.fail,td.missing{background:#f9d6d6;font-weight:bold}
 td.not-runnable{background:#fff3cc}td.n\\.a\\.,td.not-run{color:#888;background:#f7f7f7}
 .dur{color:#666;font-size:12px;font-weight:normal;margin-left:.4em}
-sup a{text-decoration:none}
+sup a{text-decoration:none}td.n\\.a\\. sup a,td.not-run sup a{color:#999}
 ol.notes li{margin:.4em 0}.notes .where{color:#666}
 pre{white-space:pre-wrap;background:#f7f7f7;padding:.5em;font-size:12px;max-width:110em}
 td.fig{font-family:monospace;text-align:right}
@@ -35,7 +35,7 @@ tr.count td.bad{background:#f9d6d6;font-weight:bold}
 
 def _cell(cell: ViewCell) -> str:
     took = duration_text(cell.duration) if cell.duration is not None else ""
-    hover = f"took {took}" if took else "did not run"
+    hover = "; ".join(part for part in (f"took {took}" if took else "did not run", cell.hint) if part)
     note = f"<sup><a href='#note-{cell.note}'>{cell.note}</a></sup>" if cell.note is not None else ""
     dur = f"<span class='dur'>{escape(took)}</span>" if took else ""
     return f"<td class='{escape(cell.kind)}' title='{escape(hover)}'>{escape(cell.label)}{note}{dur}</td>"

@@ -45,8 +45,12 @@ class Footnote:
 
     @property
     def summary(self) -> str:
-        lines = self.reason.strip().splitlines()
-        return lines[0] if lines else ""
+        return _first_line(self.reason)
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class ViewCell:
     kind: str
     label: str
     note: int | None
+    # A failure's first reason line, for the HTML cell's hover (the rarer, urgent cells; the many alike
+    # not-runnable and n.a. cells point to their footnote only).
+    hint: str
     # Seconds the case took; None when it did not run (a skip's duration is only the probe lookup).
     duration: float | None
 
@@ -185,7 +192,8 @@ def build_view(table: ParityTable, report: Report, manifest: Manifest | None = N
             note = numbers.get(key) if cell.kind != C_PASS else None
             if note is not None:
                 members.setdefault(key, []).append(provider)
-            cells.append(ViewCell(cell.kind, _label(cell, record), note, _duration(cell, record)))
+            hint = _first_line(key) if note is not None and cell.kind in (C_FAIL, C_MISSING) else ""
+            cells.append(ViewCell(cell.kind, _label(cell, record), note, hint, _duration(cell, record)))
         suite, _, name = row.case_id.partition("/")
         grouped.setdefault(suite, []).append(ViewRow(row.case_id, name, row.title, tuple(cells)))
     footnotes = tuple(

@@ -194,6 +194,8 @@ def test_figures_and_durations_are_shown() -> None:
     assert re.fullmatch(r"not runnable \[\d+\]", up_fresh[2])
     assert "<td class='pass' title='took 4.4 s'>pass<span class='dur'>4.4 s</span></td>" in page
     assert "title='did not run'>not runnable<sup>" in page
+    # A failure's hover says why, next to how long it took.
+    assert "<td class='fail' title='took 2.5 s; AssertionError: &lt;script&gt;alert(1)" in page
 
 
 def test_verdict_comes_first() -> None:
