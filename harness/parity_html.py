@@ -20,7 +20,10 @@ thead th{background:#f0f0f0;position:sticky;top:0}
 tr.count th{background:#fafafa;font-weight:normal}tr.count td{text-align:right;background:#fafafa}
 tr.suite th{background:#e8eef8;text-align:left;padding-top:6px}
 tr.suite .title{font-weight:normal;color:#445}
-td.case code{font-size:13px}td.case .title{display:block;color:#777;font-size:12px;max-width:34em}
+td.case code{font-size:13px}
+/* Two lines of a case's title at most (the whole title on hover), so a long one does not stretch its row. */
+td.case .title{display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;color:#777;
+font-size:12px;max-width:34em}
 td.pass{background:#dff3df}td.fail,td.missing{background:#f9d6d6;font-weight:bold}
 td.not-runnable{background:#fff3cc}td.n\\.a\\.,td.not-run{color:#888;background:#f7f7f7}
 .dur{color:#666;font-size:12px;font-weight:normal;margin-left:.4em}
@@ -56,7 +59,8 @@ def _cases(view: ParityView) -> list[str]:
         title = f" <span class='title'>{escape(group.title)}</span>" if group.title else ""
         parts.append(f"<tbody><tr class='suite'><th colspan='{width}'>{escape(group.suite)}{title}</th></tr>")
         for row in group.rows:
-            parts.append(f"<tr><td class='case' title='{escape(row.case_id)}'><code>{escape(row.name)}</code>"
+            hover = f"{row.case_id}: {row.title}"
+            parts.append(f"<tr><td class='case' title='{escape(hover)}'><code>{escape(row.name)}</code>"
                          f"<span class='title'>{escape(row.title)}</span></td>")
             parts += [_cell(cell) for cell in row.cells]
             parts.append("</tr>")
