@@ -25,10 +25,12 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class Applies:
-    """Applicability of a case: the provider kinds and backends it runs on."""
+    """Applicability of a case: the provider kinds and backends it runs on; `reason` says why the others are
+    n.a. (a case that applies to a subset should give one, so the parity table never shows a bare n.a.)."""
 
     kinds: tuple[str, ...] = KINDS
     backends: tuple[str, ...] = BACKENDS
+    reason: str = ""
 
     def to(self, provider_id: str) -> bool:
         kind, _, backend = provider_id.partition("-")
@@ -106,6 +108,14 @@ class Manifest:
     def applies(self, case_id: str, provider_id: str) -> bool:
         case = self.case(case_id)
         return case is not None and case.applies.to(provider_id)
+
+    def not_applicable_reason(self, case_id: str, provider_id: str) -> str | None:
+        """Why `case_id` does not apply to `provider_id` (the manifest's reason, else a generic one); None if it
+        applies."""
+        case = self.case(case_id)
+        if case is not None and case.applies.to(provider_id):
+            return None
+        return (case.applies.reason if case is not None else "") or "the case does not apply to this provider"
 
     def expected_results(self, provider_ids: list[str], suites: tuple[str, ...] | None = None) -> list[str]:
         """Every result id the manifest expects for these providers (in `suites`, if given), in catalogue order."""

@@ -113,5 +113,43 @@ MANIFEST = Manifest(
                      "half-installed; the right bytes then install", Applies(kinds=("remote",), backends=("docker",))),
             ),
         ),
+        Suite(
+            name="mounts",
+            title="Binds, named volumes and tmpfs behave as on Docker; the workspace's permission view follows the "
+                  "MicroSandbox policy",
+            cases=(
+                Case("bind-rw-ro", "a writable bind is shared both ways (also content written after up); a root "
+                     "write to a read-only bind is refused by the guest, a later read works, the host file is "
+                     "unchanged"),
+                Case("volume-tmpfs", "a named volume keeps its data across stop/up, stop/start and --recreate; "
+                     "tmpfs is tmpfs in /proc/mounts and statfs and is empty after each"),
+                Case("workspace-permissions", "stat virtualization strict/relaxed/off with private host permissions: "
+                     "the guest's owner and mode view, guest chmod stays in the guest, the host owner is unchanged",
+                     Applies(backends=("microsandbox",),
+                             reason="MicroSandbox's workspace options (MICROSANDBOX_WORKSPACE_STAT_VIRTUALIZATION, "
+                                    "_HOST_PERMISSIONS); a Docker bind shows the host's own metadata, with no "
+                                    "policy to choose")),
+            ),
+        ),
+        Suite(
+            name="resources",
+            title="CPU and memory: what the guest sees, live resize, boot ceilings, invalid options",
+            cases=(
+                Case("effective", "MicroSandbox: provider options over hostRequirements over 1 CPU / 2048 MiB, seen "
+                     "as processors and MemTotal and in msb inspect; Docker (no CPU or memory option): "
+                     "hostRequirements become the container's cgroup CPU quota and memory limit, none without"),
+                Case("hotplug", "msb modify within the boot ceilings applies live (guest converges); beyond them it "
+                     "is refused; same sandbox, boot id and instance data",
+                     Applies(backends=("microsandbox",),
+                             reason="Docker has no boot ceilings or live resize: its limits are fixed at create")),
+                Case("ceilings", "a MAX_CPUS/MAX_MEMORY below the effective value (from an option, hostRequirements "
+                     "or the default) is refused naming the option; nothing is created", needs_boot=False,
+                     applies=Applies(backends=("microsandbox",),
+                                     reason="the Docker provider has no ceiling options")),
+                Case("invalid-option", "non-positive, zero (MicroSandbox sizes: 0 is refused, empty means "
+                     "hostRequirements), overflowing and non-numeric values of every numeric option are refused "
+                     "naming the option, never printing the value; nothing is created", needs_boot=False),
+            ),
+        ),
     ),
 )
