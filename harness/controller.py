@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import parity_render
+from harness import parity_render, provenance
 from harness.parity import build_parity, outcome_counts
 from harness.records import RECORD_PROPERTY, CaseRecord
-from harness.report import REPORT_FILE, Report, write_report_json
+from harness.report import OWNED_REPORT_FILES, REPORT_FILE, Report, write_report_json
 from harness.runstate import is_started
 from harness.session import HarnessSession
 from harness.sweep import sweep_run
 from harness.validate import required_problems
-
-# Files a report directory holds; only these are cleared before a run writes it again.
-OWNED_REPORT_FILES = (REPORT_FILE, "junit.xml", "parity.md", "parity.html")
 
 
 class ControllerPlugin:
@@ -66,6 +63,7 @@ class ControllerPlugin:
             if self.problems and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
             report.exit_status = int(session.exitstatus)
+            report.provenance = provenance.collect(harness.manifest, report.probes)
             self._write(report)
         if is_started(harness.paths):
             kept = frozenset(ws for r in harness.records.values() if r.kept for ws in r.workspaces)

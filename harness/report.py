@@ -3,18 +3,49 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.provenance import HostFacts, Provenance
 from harness.records import OUTCOMES, CaseRecord
 
 REPORT_FILE = "report.json"
-FORMAT = 1
+# Files a report directory holds; only these are cleared before a run (or a merge) writes it again.
+OWNED_REPORT_FILES = (REPORT_FILE, "junit.xml", "parity.md", "parity.html")
+# 2: provenance (manifest digest, commit, devsy version, host facts) and, for a merged report, its sources.
+FORMAT = 2
 
 
 class ReportError(ValueError):
     """report.json is missing or unreadable."""
+
+
+@dataclass
+class ReportSource:
+    """One shard report a merged report was made from, with the host it ran on."""
+
+    directory: str
+    run_id: str
+    suites: list[str] | None
+    requested: list[str]
+    exit_status: int | None
+    wall_seconds: float
+    host: HostFacts | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["host"] = self.host.to_dict() if self.host is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ReportSource":
+        host = data.get("host")
+        return cls(directory=str(data.get("directory", "")), run_id=str(data.get("run_id", "")),
+                   suites=list(data["suites"]) if data.get("suites") is not None else None,
+                   requested=list(data.get("requested") or []), exit_status=data.get("exit_status"),
+                   wall_seconds=float(data.get("wall_seconds", 0.0)),
+                   host=HostFacts.from_dict(host) if isinstance(host, dict) else None)
 
 
 @dataclass
@@ -34,6 +65,10 @@ class Report:
     wall_seconds: float = 0.0
     exit_status: int | None = None
     command: list[str] = field(default_factory=list)
+    # None: a report written before format 2 (it cannot be merged).
+    provenance: Provenance | None = None
+    # A merged report's shard reports (empty for a run's own report).
+    sources: list[ReportSource] = field(default_factory=list)
 
     @property
     def shard(self) -> tuple[str, ...] | None:
@@ -59,6 +94,8 @@ class Report:
             "narrowed_by": self.narrowed_by,
             "suites": self.suites,
             "providers": {"requested": self.requested, "required": self.required},
+            "provenance": self.provenance.to_dict() if self.provenance is not None else None,
+            "sources": [source.to_dict() for source in self.sources],
             "probes": self.probes,
             "summary": self.summary(),
             "results": {rid: self.results[rid].to_dict() for rid in sorted(self.results)},
@@ -82,6 +119,8 @@ class Report:
             wall_seconds=float(data.get("wall_seconds", 0.0)),
             exit_status=data.get("exit_status"),
             command=list(data.get("command") or []),
+            provenance=Provenance.from_dict(data["provenance"]) if isinstance(data.get("provenance"), dict) else None,
+            sources=[ReportSource.from_dict(source) for source in data.get("sources") or []],
         )
 
 

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from harness.catalogue import Manifest, ManifestError, load_manifest, split_result_id
+from harness.provenance import manifest_digest
 from harness.providers import ProviderSelectionError, parse_required
 from harness.records import ERROR, FAIL, PASS
 from harness.report import Report, ReportError, load_report
@@ -25,6 +26,9 @@ def validate(report: Report, manifest: Manifest, require: list[str]) -> list[str
     # only) is complete when empty; every other run must have run something.
     if not ran and (shard is None or expected):
         problems.append("zero cases ran: the report has no passed or failed case")
+    if report.provenance is not None and report.provenance.manifest_digest != manifest_digest(manifest):
+        problems.append(f"the report was made with another manifest ({report.provenance.manifest_digest}) than "
+                        f"{manifest.source} ({manifest_digest(manifest)}); validate with the checkout that ran it")
     if report.narrowed:
         problems.append(
             f"the run was narrowed ({', '.join(report.narrowed_by) or 'selection'}); rerun the whole catalogue to gate"
@@ -84,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     problems = validate(report, manifest, require)
     counts = ", ".join(f"{n} {k}" for k, n in report.summary().items())
+    if report.sources:
+        counts += f"; merged from {len(report.sources)} report(s)"
     if report.shard is not None:
         counts += f"; shard: {', '.join(report.shard) or 'no suite (every suite has its own shard)'}"
     if problems:

@@ -12,7 +12,8 @@ from harness.catalogue import Applies, Case, Manifest, Suite
 from harness.parity import NO, UNDECIDED, YES, build_parity
 from harness.parity_render import render_html, render_markdown, write_parity
 from harness.records import CaseRecord
-from harness.report import Report, load_report, write_report_json
+from harness.provenance import HostFacts, Provenance
+from harness.report import Report, ReportSource, load_report, write_report_json
 
 MANIFEST = Manifest(
     suites=(
@@ -41,6 +42,9 @@ def test_report_json_round_trips_every_field(tmp_path: Path) -> None:
                diagnostics="/r/diagnostics/x", evidence=["diagnostics: /r/diagnostics/x"]),
     )
     original.narrowed, original.narrowed_by = True, ["-k up"]
+    host = HostFacts("6.1.0-13-amd64", "CPython 3.11.7", "20.10.24", "0.7.11 (/x/msb)", "absent", "see probes.x")
+    original.provenance = Provenance("sha256:ab", "c0ffee", "", "0.1.0", host)
+    original.sources = [ReportSource("reports/kvm-lifecycle", "run-0", ["lifecycle"], ["builtin-docker"], 0, 9.5, host)]
     write_report_json(original, tmp_path)
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["summary"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0}
@@ -48,6 +52,8 @@ def test_report_json_round_trips_every_field(tmp_path: Path) -> None:
     assert data["results"]["lifecycle/up-fresh[builtin-docker]"]["figures"] == {"up_seconds": 0.61}
     loaded = load_report(tmp_path)
     assert loaded.to_dict() == original.to_dict()
+    assert loaded.provenance == original.provenance and loaded.sources == original.sources
+    assert data["format"] == 2 and data["provenance"]["host"]["kernel"] == "6.1.0-13-amd64"
     assert loaded.results["lifecycle/delete[builtin-docker]"].cleanup_errors == ["delete: timed-out"]
 
 

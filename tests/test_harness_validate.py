@@ -114,3 +114,13 @@ def test_cli_passes_a_good_report_and_refuses_a_missing_one(tmp_path: Path, caps
     assert json.loads((tmp_path / "report.json").read_text())["summary"]["pass"] == len(good.results)
     assert main([str(tmp_path), "--require", "builtin-docker"]) == 0
     assert "OK" in capsys.readouterr().out
+
+
+def test_a_report_of_another_manifest_cannot_gate() -> None:
+    from harness.provenance import Provenance, manifest_digest
+
+    report = full_report(provenance=Provenance(manifest_digest(MANIFEST), "c0ffee", "", "0.1.0", None))
+    assert validate(report, MANIFEST, ["builtin-docker"]) == []
+    report.provenance = Provenance("sha256:other", "c0ffee", "", "0.1.0", None)
+    problems = validate(report, MANIFEST, ["builtin-docker"])
+    assert len(problems) == 1 and "made with another manifest (sha256:other)" in problems[0], problems

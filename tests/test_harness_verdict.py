@@ -57,8 +57,8 @@ def test_an_external_only_case_failing_turns_the_verdict_to_may_not_replace(
     # (fnmatch would read the result id's brackets as a character class)
     assert "verdict docker: external-docker may NOT replace builtin-docker: 1 failing: ext/only-ext[external-docker]" \
         in result.stdout.str()
-    assert "may NOT replace builtin-docker: 1 failing: ext/only-ext[external-docker]" in \
-        (pytester.path / "failing" / "parity.md").read_text()
+    table = (pytester.path / "failing" / "parity.md").read_text().splitlines()
+    assert any("may NOT replace builtin-docker" in line and "only-ext" in line for line in table), table
 
     # The same catalogue with the external-only case passing: the one thing that changed decides the verdict.
     monkeypatch.setenv("EXT_ONLY_PASSES", "1")
