@@ -70,7 +70,10 @@ def git_commit(repo: Path = _REPO) -> tuple[str, str]:
     """(commit, note): `git rev-parse HEAD` of the checkout the harness runs from, else ("unknown", why)."""
     if shutil.which("git") is None:
         return UNKNOWN, "git is not installed on the host that made this report"
-    done = run_bounded(["git", "-C", str(repo), "rev-parse", "HEAD"], timeout=_QUICK_TIMEOUT)
+    # CI runs the catalogue under sudo in the runner user's checkout: git refuses a repository another user owns
+    # unless told it is safe (a command-line setting counts; this read changes nothing).
+    done = run_bounded(["git", "-c", f"safe.directory={repo}", "-C", str(repo), "rev-parse", "HEAD"],
+                       timeout=_QUICK_TIMEOUT)
     commit = done.stdout.decode(errors="replace").strip()
     if done.exit_code != 0 or not commit:
         said = done.stderr.decode(errors="replace").strip().splitlines()

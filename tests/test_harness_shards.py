@@ -90,6 +90,7 @@ def test_the_workflow_runs_each_shard_gated_bounded_and_reported() -> None:
     assert "--require-hashes --no-deps -r ci/requirements-msb.txt" in steps
     upload = [s for s in catalogue["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
     assert upload and upload[0]["if"] == "always()" and upload[0]["with"]["path"] == "${{ env.REPORT_DIR }}"
+    assert upload[0]["with"]["name"] == "catalogue-${{ matrix.shard }}"
     copy = ROOT / ".github" / "workflows" / "kvm-catalogue.yml"
     if copy.exists():
         assert copy.read_text() == WORKFLOW.read_text(), f"{copy} differs from {WORKFLOW}"
@@ -184,3 +185,21 @@ def test_a_shard_naming_an_unknown_suite_is_a_usage_error(catalogue: pytest.Pyte
     result, _ = _shard(catalogue, "bad", "--devsy-suite", "three")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*suite(s) three are not in*"])
+
+
+def test_the_gate_job_merges_every_shard_validates_the_union_and_uploads_one_table() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    gate = workflow["jobs"]["gate"]
+    assert set(gate["needs"]) == {"plan", "catalogue"} and gate["if"] == "always()"
+    assert isinstance(gate.get("timeout-minutes"), int)
+    uses = {str(step.get("uses", "")).split("@")[0]: step for step in gate["steps"]}
+    download = uses["actions/download-artifact"]
+    assert download["with"] == {"pattern": "catalogue-*", "path": "reports/shards"}
+    runs = [str(step.get("run", "")) for step in gate["steps"]]
+    merge = next(i for i, run in enumerate(runs) if 'python -m harness merge "$GATE_DIR" reports/shards/*' in run)
+    validate = next(i for i, run in enumerate(runs)
+                    if 'python -m harness validate "$GATE_DIR" --require "$REQUIRED"' in run)
+    assert merge < validate
+    upload = uses["actions/upload-artifact"]
+    assert upload["if"] == "always()" and upload["with"]["path"] == "${{ env.GATE_DIR }}"
+    assert gate["steps"].index(download) < merge < gate["steps"].index(upload)
