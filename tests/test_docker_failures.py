@@ -72,6 +72,9 @@ def test_unknown_and_invalid_provider_options_are_refused(devsy, ws_id, guest_im
     assert "NETWORK_MODE" in unknown.json["error"]["hint"]
     invalid = devsy.up(guest_image, "--id", ws_id, "--provider-option", "STOP_TIMEOUT=-1", ok=False)
     assert invalid.json["error"]["type"] == "usage" and "STOP_TIMEOUT" in invalid.json["error"]["message"]
+    mode = devsy.up(guest_image, "--id", ws_id, "--provider-option", "NETWORK_MODE=Value-S3cret", ok=False)
+    assert mode.json["error"]["type"] == "usage" and "NETWORK_MODE" in mode.json["error"]["message"]
+    assert "Value-S3cret" not in mode.text  # an option error names the option, never its value
     provider = devsy.up(guest_image, "--id", ws_id, "--provider", "nope", ok=False)
     assert provider.json["error"]["type"] == "usage"
     _nothing_left(devsy, docker_client, ws_id)

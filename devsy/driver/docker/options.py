@@ -33,7 +33,8 @@ def parse_docker_options(raw: Mapping[str, str]) -> DockerOptions:
     network_mode = raw.get("NETWORK_MODE", "") or "default"
     if network_mode not in NETWORK_MODES:
         raise UsageError(
-            f"invalid docker provider option NETWORK_MODE={network_mode!r}",
+            # Like every option error, it names the option, never the value (a value may be a secret).
+            "invalid docker provider option NETWORK_MODE: not a network mode devsy supports",
             hint=f"use one of: {', '.join(NETWORK_MODES)}",
         )
     stop_timeout = _bounded_int("STOP_TIMEOUT", raw.get("STOP_TIMEOUT", ""), default=10, low=0, high=600)
