@@ -43,6 +43,9 @@ MANIFEST = Manifest(
                 Case("first-up-failure", "a failing first up leaves no record, SSH entry, content, volume, instance",
                      needs_boot=False),
                 Case("existing-preserved", "a failing up of an existing workspace keeps record, SSH entry, content"),
+                Case("source-retry", "a git clone cut mid-pack (server dies; Ctrl-C) leaves no record, content, "
+                     "partial clone, SSH entry, instance or git process; the retry clones and runs; failed re-ups "
+                     "and an interrupted re-clone keep the existing workspace and its content"),
             ),
         ),
         Suite(

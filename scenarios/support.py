@@ -127,3 +127,13 @@ def managed_content_dir(devsy: DevsyHandle, workspace_id: str) -> Path:
 def assert_running(ws: WorkspaceView) -> None:
     assert ws.status == "running", f"workspace {ws.id} is {ws.status}, expected running"
     assert ws.instance is not None and ws.instance.status == "running", f"instance of {ws.id}: {ws.instance}"
+
+
+def live_up_args(devsy: DevsyHandle, source: str | Path, workspace_id: str, *, recreate: bool = False) -> list[str]:
+    """The arguments of `devsy up` for a LiveCommand (an up the case interrupts), with its cleanup registered first,
+    as `DevsyHandle.up` does."""
+    if workspace_id not in devsy.created:
+        devsy.on_create(workspace_id)
+        devsy.created.append(workspace_id)
+    return ["up", str(source), "--id", workspace_id, *devsy.provider.up_args(), *(["--recreate"] if recreate else []),
+            "--json"]

@@ -6,15 +6,32 @@ booted guest (manifest `needs_boot=False`) and runs even where the backend's pro
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
+
+from fixtures.git_server import UPLOAD_PACK
 from harness import case
 from harness.backends import BackendInspector
 from harness.case_context import CaseContext
 from harness.devsy_handle import DevsyHandle
 from harness.providers import Provider
+from scenarios.git_source import (
+    BLOB,
+    assert_no_git_left,
+    content_matches,
+    ctrl_c,
+    git_rig,
+    interrupted_up,
+    partials,
+    server_dies,
+)
 from scenarios.support import (
     GUEST_IMAGE,
+    MARKER,
     MISSING_IMAGE,
     assert_fully_gone,
+    assert_running,
     local_source,
     managed_content_dir,
     put_marker,
@@ -117,3 +134,66 @@ def _assert_preserved(
     assert record_path(devsy, wid).read_bytes() == record, "a failed up rewrote the workspace record"
     assert read_marker(devsy, wid) == nonce, "a failed up lost the instance's local data"
     assert devsy.sh(wid, "cat /data/file").strip() == "vol", "a failed up lost the volume's data"
+
+
+@case("failure-cleanup/source-retry")
+def test_source_retry(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
+    """An interrupted clone of a `git:` source (the server dies mid-pack; Ctrl-C mid-pack) removes only what that
+    attempt made; the retry clones and runs; an existing workspace's content survives failed re-ups, and an
+    interrupted re-clone of a removed content folder leaves the workspace as it was."""
+    wid = case.workspace_id()
+    rig = git_rig(case, wid)
+    content = managed_content_dir(devsy, wid)
+
+    for interrupt, kind in ((server_dies(rig), "workspace"), (ctrl_c, "cancelled")):
+        error = interrupted_up(devsy, rig, wid, interrupt).expect_error(kind)
+        assert "clone" in error.message or kind == "cancelled", error
+        assert_no_git_left(rig)
+        assert_fully_gone(devsy, backend, wid, content)
+        assert not (devsy.home / "workspaces" / wid).exists(), "the interrupted clone left files of its attempt"
+
+    packs = rig.server.count(UPLOAD_PACK)
+    ws = devsy.up(rig.source, wid).ws()
+    assert_running(ws)
+    assert (ws.source_kind, ws.content_dir) == ("git", str(content)), ws
+    content_matches(content, rig.files)
+    assert partials(devsy, wid) == [], "the retry left a partial clone folder"
+    assert rig.server.count(UPLOAD_PACK) > packs, "the retry did not fetch from the server"
+    # As root: devsy's clone folder is mode 0700 and owned by the host user (root here), so the developer `dev`
+    # cannot read it on Docker (reported as a finding; devsy/workspace/content.py keeps mkdtemp's 0700).
+    want = hashlib.sha256(rig.files[BLOB]).hexdigest()
+    assert devsy.sh(wid, f"sha256sum {ws.workspace_folder}/{BLOB}", user="root").split()[0] == want
+
+    # The existing workspace: a re-up never fetches again, and failing re-ups keep its content.
+    devsy.sh(wid, f"echo kept > {ws.workspace_folder}/written-inside.txt", user="root")
+    devsy.sh(wid, "echo vol > /data/file", user="root")  # a fresh volume is root-owned
+    nonce = put_marker(devsy, wid)
+    packs = rig.server.count(UPLOAD_PACK)
+    assert devsy.up(rig.source, wid).ws().reused
+    assert rig.server.count(UPLOAD_PACK) == packs, "a re-up of an existing git workspace fetched again"
+    before, record_before, content_before = snapshot(devsy, backend, wid), record_path(devsy, wid).read_bytes(), \
+        tree_digest(content)
+    config_file = content / ".devcontainer" / "devcontainer.json"
+    good_config = config_file.read_bytes()
+    missing = {**json.loads(good_config), "image": MISSING_IMAGE}
+    for broken, recreate, kind in ((b'{"image": ', False, "config"), (json.dumps(missing).encode(), True, "image")):
+        config_file.write_bytes(broken)
+        devsy.up(rig.source, wid, recreate=recreate).expect_error(kind)
+        _assert_preserved(devsy, backend, wid, before, record_before, nonce)
+        config_file.write_bytes(good_config)
+        assert tree_digest(content) == content_before, f"a failed re-up ({kind}) changed the clone"
+
+    # The content folder removed by hand, then its re-clone interrupted: the workspace stays as it was.
+    shutil.rmtree(content)
+    interrupted_up(devsy, rig, wid, server_dies(rig)).expect_error("workspace")
+    assert_no_git_left(rig)
+    # devsy refuses guest commands while the content folder is missing (a typed error naming --recreate), so the
+    # instance's data is read by the backend's own exec.
+    assert snapshot(devsy, backend, wid) == before, "an interrupted re-clone changed the existing workspace"
+    assert record_path(devsy, wid).read_bytes() == record_before, "an interrupted re-clone rewrote the record"
+    kept = backend.exec(wid, ["cat", MARKER, "/data/file"])
+    assert (kept.exit_code, kept.stdout.split()) == (0, [nonce, "vol"]), f"the instance's data is gone: {kept}"
+    assert not content.exists() and partials(devsy, wid) == [], "the interrupted re-clone left content behind"
+    again = devsy.up(rig.source, wid, recreate=True).ws()
+    assert_running(again)
+    content_matches(content, rig.files)
