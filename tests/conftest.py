@@ -44,6 +44,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip(f"not runnable here: {evidence}")
 
 
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, with a harness run inside it getting a run id of its own: under xdist every worker inherits
+    PYTEST_XDIST_TESTRUNUID, which the harness takes as the run id (one id per xdist run), so two inner runs on two
+    workers shared an id, and the first to finish swept (removed) the other's labelled containers."""
+    monkeypatch.delenv("PYTEST_XDIST_TESTRUNUID", raising=False)
+    return pytester
+
+
 @pytest.fixture(scope="session")
 def guest_image() -> str:
     from fixtures.guest_image import ensure_guest_image
