@@ -14,7 +14,8 @@ import pytest
 
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import engine_unavailable, remove_owned
-from helpers.msb import boot_probe, busybox_rootfs, msb, msb_home, no_boot, recorder, session_probe  # noqa: F401 - fixtures
+from helpers.msb import (  # noqa: F401 - fixtures for the msb tests
+    boot_probe, busybox_rootfs, msb, msb_home, no_boot, recorder, session_probe)
 from helpers.projects import make_project
 
 # A test that uses one of these fixtures (directly or through another fixture) needs the Docker engine.

@@ -39,7 +39,8 @@ PROVIDERS = "builtin-docker,external-docker"
 
 def _run(pytester: pytest.Pytester, name: str) -> tuple[pytest.RunResult, dict]:
     report = pytester.path / name
-    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "--devsy-manifest", str(pytester.path / "fake_manifest.py"),
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs",
+                                "--devsy-manifest", str(pytester.path / "fake_manifest.py"),
                                 "--devsy-report", str(report), "--devsy-providers", PROVIDERS)
     return result, json.loads((report / "report.json").read_text())
 
