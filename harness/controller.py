@@ -73,7 +73,8 @@ class ControllerPlugin:
         directory = self.session.options.report_dir
         self.session.report = report
         self.written = [write_report_json(report, directory)]
-        self.written += parity_render.write_parity(build_parity(report, self.session.manifest), report, directory)
+        manifest = self.session.manifest
+        self.written += parity_render.write_parity(build_parity(report, manifest), report, directory, manifest)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         harness, report = self.session, self.session.report

@@ -158,7 +158,7 @@ def write_merged(parts: list[Part], manifest: Manifest, out: Path, command: list
         (out / name).unlink(missing_ok=True)
     shutil.rmtree(out / "diagnostics", ignore_errors=True)
     write_report_json(report, out)
-    parity_render.write_parity(build_parity(report, manifest), report, out)
+    parity_render.write_parity(build_parity(report, manifest), report, out, manifest)
     merge_junit(parts, out)
     return report
 

@@ -58,8 +58,9 @@ def _first_line(text: str) -> str:
 
 
 def cell_for(report: Report, manifest: Manifest, case_id: str, provider: str) -> Cell:
-    if not manifest.applies(case_id, provider):
-        return Cell(C_NA, "n.a.", "the case does not apply to this provider")
+    reason = manifest.not_applicable_reason(case_id, provider)
+    if reason is not None:
+        return Cell(C_NA, "n.a.", reason)
     if report.shard is not None and case_id.partition("/")[0] not in report.shard:
         return Cell(C_NOT_RUN, "not run (other shard)", f"this run is the shard of: {', '.join(report.shard)}")
     record = report.results.get(result_id(case_id, provider))

@@ -133,3 +133,16 @@ def test_markdown_and_html_show_table_verdict_and_probe(tmp_path: Path) -> None:
     assert "<td class='pass'" in page and "<td class='fail'" in page and "<td class='missing'" in page
     md_path, html_path = write_parity(table, report, tmp_path, MANIFEST)
     assert md_path.read_text() == markdown and html_path.read_text() == page
+
+
+def test_a_case_that_does_not_apply_shows_the_manifests_reason() -> None:
+    manifest = Manifest(suites=(Suite("s", "suite", (
+        Case("docker-only", "d", Applies(backends=("docker",), reason="msb has no such thing")),
+        Case("plain-external", "e", Applies(kinds=("external",))),
+    )),))
+    report = Report(run_id="r", manifest="m", requested=["builtin-microsandbox"], required=[])
+    table = build_parity(report, manifest)
+    cells = {row.case_id: dict(zip(table.providers, row.cells)) for row in table.rows}
+    assert cells["s/docker-only"]["builtin-microsandbox"].detail == "msb has no such thing"
+    assert cells["s/plain-external"]["builtin-docker"].detail == "the case does not apply to this provider"
+    assert "msb has no such thing" in render_markdown(table, report, manifest)
