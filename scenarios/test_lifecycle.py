@@ -238,9 +238,15 @@ def test_ownership(provider: Provider, case: CaseContext, devsy: DevsyHandle, ba
     # The identity change: root becomes the developer (as in the Go suite) and the workload gets a user of its own.
     nonce = backend_sh(backend, wid, "cat /proc/sys/kernel/random/uuid | tee /tmp/preserved").strip()
     write_config(source, {"image": GUEST_IMAGE, "remoteUser": "root", "containerUser": "alt"})
-    devsy.up(source, wid).expect_error("recreate-required")
+    refused = devsy.up(source, wid).expect_error("recreate-required")
+    assert "--recreate" in f"{refused.message} {refused.hint}", f"no recreation guidance in: {refused}"
     assert only_instance(backend, wid).created_at == recreated, "a refused identity change replaced the instance"
     assert backend_sh(backend, wid, "cat /tmp/preserved").strip() == nonce, "a refused up lost instance data"
     changed = devsy.up(source, wid, recreate=True).ws()
     assert changed.remote_user == "root" and only_instance(backend, wid).created_at != recreated
     recheck("identity-changed", "root", "alt")
+
+    checkout = tree_digest(source)
+    devsy.delete(wid).expect_success()
+    assert_fully_gone(devsy, backend, wid, managed_content_dir(devsy, wid))
+    assert tree_digest(source) == checkout, "delete touched the checkout (host- and guest-created entries included)"
