@@ -145,6 +145,15 @@ def test_source_retry(provider: Provider, case: CaseContext, devsy: DevsyHandle,
     rig = git_rig(case, wid)
     content = managed_content_dir(devsy, wid)
 
+    # As the Go suite's "cleanup when failing to create a workspace": a repository that does not exist (404 from the
+    # same server) fails the first up and `devsy list` is as before.
+    listed = devsy.workspaces().expect_success().listed
+    missing_id = case.workspace_id("missing")
+    error = devsy.up(f"git:{rig.server.url('missing.git')}", missing_id).expect_error("workspace")
+    assert "clone" in error.message, error
+    assert_fully_gone(devsy, backend, missing_id, managed_content_dir(devsy, missing_id))
+    assert devsy.workspaces().expect_success().listed == listed, "a failed clone changed `devsy list`"
+
     for interrupt, kind in ((server_dies(rig), "workspace"), (ctrl_c, "cancelled")):
         error = interrupted_up(devsy, rig, wid, interrupt).expect_error(kind)
         assert "clone" in error.message or kind == "cancelled", error
