@@ -28,8 +28,8 @@ def server(tmp_path: Path):
 
 
 def _clone(url: str, dest: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["git", "clone", "-q", url, str(dest)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    return subprocess.Popen(["git", "clone", "-q", url, str(dest)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
 
 
 def test_clone_is_served_by_git_http_backend(server: GitServer, tmp_path: Path) -> None:
