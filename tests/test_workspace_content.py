@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -54,6 +56,30 @@ def test_clone_local_bare_repository(tmp_path: Path, bare_repo: Path) -> None:
     clone_git(f"file://{bare_repo}", dest, timeout=60)
     assert (dest / "README.md").read_text() == "hello from the repo\n"
     assert _leftovers(dest.parent) == ["content"]
+
+
+def test_a_clone_has_the_mode_git_gives_a_checkout_not_a_private_one(tmp_path: Path, bare_repo: Path) -> None:
+    dest = tmp_path / "ws" / "content"
+    clone_git(f"file://{bare_repo}", dest, timeout=60)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o777 & ~umask  # 0755 under the usual 022: readable by the guest
+
+
+def test_credentials_in_the_url_do_not_stay_in_the_clone(tmp_path: Path, bare_repo: Path) -> None:
+    from fixtures.git_server import GitServer
+
+    server = GitServer(bare_repo.parent).start()
+    try:
+        url = server.url(bare_repo.name).replace("http://", "http://alice:s3cret-token@")
+        dest = tmp_path / "ws" / "content"
+        clone_git(url, dest, timeout=60)
+    finally:
+        server.stop()
+    assert (dest / "README.md").read_text() == "hello from the repo\n"
+    config = (dest / ".git" / "config").read_text()
+    assert "s3cret-token" not in config and "alice" not in config, config
+    assert server.url(bare_repo.name) in config  # still the same origin, without the credentials
 
 
 def test_clone_from_plain_path(tmp_path: Path, bare_repo: Path) -> None:

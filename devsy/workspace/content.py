@@ -34,6 +34,10 @@ def clone_git(url: str, dest: Path, *, timeout: float) -> None:
     partial = Path(tempfile.mkdtemp(dir=dest.parent, prefix=partial_prefix(dest)))
     try:
         _run_clone(url, partial, timeout=timeout)
+        _forget_credentials(url, partial, timeout=timeout)
+        # git cloned into mkdtemp's private folder: give the checkout the mode a plain `git clone` would (umask),
+        # or a non-root developer in the guest could not even read the workspace.
+        os.chmod(partial, 0o777 & ~_umask())
         os.rename(partial, dest)
     except BaseException as exc:
         error: BaseException = exc
@@ -99,6 +103,34 @@ def _run_clone(url: str, target: Path, *, timeout: float) -> None:
             f"git clone of {shown} failed (exit {proc.returncode}){_tail(stderr)}",
             "check the URL and your access to the repository (git runs without prompting for credentials)",
         )
+
+
+def _forget_credentials(url: str, clone: Path, *, timeout: float) -> None:
+    """Credentials given in the URL are for the clone only: the checkout (mounted into the guest) must not keep
+    them in .git/config, so its origin becomes the URL without them."""
+    shown = redact_url(url)
+    if shown == url:
+        return
+    try:
+        done = subprocess.run(["git", "-C", str(clone), "remote", "set-url", "origin", shown],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=min(timeout, 60))
+    except subprocess.TimeoutExpired as exc:
+        raise WorkspaceError(f"could not remove the credentials from the clone of {shown} (git timed out)",
+                             "retry; the partial clone was removed") from exc
+    if done.returncode != 0:
+        raise WorkspaceError(f"could not remove the credentials from the clone of {shown}{_tail(done.stderr)}",
+                             "retry; the partial clone was removed")
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask can only set it, racing other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> bytes:
