@@ -168,10 +168,9 @@ def test_source_retry(provider: Provider, case: CaseContext, devsy: DevsyHandle,
     content_matches(content, rig.files)
     assert partials(devsy, wid) == [], "the retry left a partial clone folder"
     assert rig.server.count(UPLOAD_PACK) > packs, "the retry did not fetch from the server"
-    # As root: devsy's clone folder is mode 0700 and owned by the host user (root here), so the developer `dev`
-    # cannot read it on Docker (reported as a finding; devsy/workspace/content.py keeps mkdtemp's 0700).
+    # As the developer: the clone is a normal checkout (the umask's mode), readable by a non-root remoteUser.
     want = hashlib.sha256(rig.files[BLOB]).hexdigest()
-    assert devsy.sh(wid, f"sha256sum {ws.workspace_folder}/{BLOB}", user="root").split()[0] == want
+    assert devsy.sh(wid, f"sha256sum {ws.workspace_folder}/{BLOB}").split()[0] == want
 
     # The existing workspace: a re-up never fetches again, and failing re-ups keep its content.
     devsy.sh(wid, f"echo kept > {ws.workspace_folder}/written-inside.txt", user="root")
