@@ -91,6 +91,7 @@ def test_the_workflow_runs_each_shard_gated_bounded_and_reported() -> None:
     upload = [s for s in catalogue["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
     assert upload and upload[0]["if"] == "always()" and upload[0]["with"]["path"] == "${{ env.REPORT_DIR }}"
     assert upload[0]["with"]["name"] == "catalogue-${{ matrix.shard }}"
+    assert upload[0]["with"]["overwrite"] is True  # a re-run shard replaces its report; the gate never sees a stale one
     copy = ROOT / ".github" / "workflows" / "kvm-catalogue.yml"
     if copy.exists():
         assert copy.read_text() == WORKFLOW.read_text(), f"{copy} differs from {WORKFLOW}"
