@@ -89,6 +89,11 @@ def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
              if manifest.applies(c, p)}
     shared = [c for c in cases if (c, builtin) in cells]
     external_only = [c for c in cases if (c, builtin) not in cells]
+    # A failure decides at once, whatever else is missing: an external-only shard, or a built-in that could not run
+    # here, must not turn failing external cases into "cannot be decided".
+    failing = sorted(f"{c}[{p}]" for (c, p), cell in cells.items() if cell.kind == C_FAIL)
+    if failing:
+        return Verdict(backend, builtin, external, NO, f"{len(failing)} failing: {', '.join(failing)}")
     if not shared:
         return Verdict(backend, builtin, external, UNDECIDED, "no catalogue case applies to both providers")
     of = {p: [c for c in cases if (c, p) in cells] for p in (builtin, external)}
@@ -100,9 +105,6 @@ def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
             f"; {p}: {sum(cells[(c, p)].kind == C_PASS for c in of[p])}/{len(of[p])} pass" for p in ran
         )
         return Verdict(backend, builtin, external, UNDECIDED, why + tally)
-    failing = sorted(f"{c}[{p}]" for (c, p), cell in cells.items() if cell.kind == C_FAIL)
-    if failing:
-        return Verdict(backend, builtin, external, NO, f"{len(failing)} failing: {', '.join(failing)}")
     unfinished = sorted((p, f"{c}[{p}]", cell.text) for (c, p), cell in cells.items() if cell.kind != C_PASS)
     if unfinished:
         # One reason per provider (usually the same probe for all its cases); the table below names each case.

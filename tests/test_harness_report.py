@@ -125,7 +125,9 @@ def test_markdown_and_html_show_table_verdict_and_probe(tmp_path: Path) -> None:
     assert "| **lifecycle**: l |" in markdown
     assert "| `up-fresh` | pass · 2.5 s |" in markdown
     assert "| `delete` | **fail** [1] · 2.5 s |" in markdown and "- **[1]** x \\| &lt;script&gt; (1 cell" in markdown
-    assert "- **UNDECIDED** docker: cutover cannot be decided: external-docker did not run" in markdown
+    # A failing case decides, even while the external provider has not run at all.
+    assert "- **NO** docker: external-docker may NOT replace builtin-docker: 1 failing: lifecycle/delete\\[builtin-docker\\]" \
+        in markdown
     assert "- docker: ok: daemon answers" in markdown
     assert "| `docker-only` | **missing** [" in markdown
     page = render_html(table, report, MANIFEST)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.catalogue import load_manifest
-from harness.parity import NO, UNDECIDED, YES, build_parity
+from harness.parity import NO, UNDECIDED, YES, build_parity, verdict_for
 from harness.records import CaseRecord
 from harness.report import Report
 
@@ -108,3 +108,16 @@ def test_an_external_only_case_not_run_leaves_the_verdict_undecided() -> None:
     verdict = _docker_verdict(_real_run(set(), skipped={"recreate-on-run/running-target[external-docker]"}))
     assert verdict.decision == UNDECIDED, verdict.sentence()
     assert "external-docker: 1 cases" in verdict.reason
+
+
+def test_failing_external_only_cases_decide_even_where_nothing_else_can() -> None:
+    # The recreate-on-run CI shard: every case in it is external-only; all failing must read "may NOT replace".
+    report = _real_run({f"recreate-on-run/{c}[external-docker]" for c in ("running-target", "stopped-target")})
+    report.suites = ["recreate-on-run"]  # what a shard's report records
+    verdict = verdict_for(report, load_manifest(), "docker")
+    assert verdict.decision == NO and "recreate-on-run/running-target[external-docker]" in verdict.reason, verdict
+    # A built-in that could not run here (all skips): the external failures still decide.
+    report = _real_run({"recreate-on-run/stopped-target[external-docker]"},
+                       skipped={rid for rid in report.results if rid.endswith("[builtin-docker]")})
+    verdict = verdict_for(report, load_manifest(), "docker")
+    assert verdict.decision == NO and "recreate-on-run/stopped-target[external-docker]" in verdict.reason, verdict
