@@ -116,8 +116,9 @@ def merge(parts: list[Part], manifest: Manifest, command: list[str]) -> Report:
         narrowed=any(r.narrowed for r in reports),
         narrowed_by=[f"{part.name}: {why}" for part in parts for why in part.report.narrowed_by],
         suites=None,
-        # Each shard probed its own runner: keep every probe, named by the report it came from.
-        probes={f"{backend} ({part.directory.name})": probe for part in parts
+        # Each shard probed its own runner: keep every probe, named by the report it came from (its whole path:
+        # two shard folders may share a base name).
+        probes={f"{backend} ({part.name})": probe for part in parts
                 for backend, probe in sorted(part.report.probes.items())},
         results={rid: record for r in reports for rid, record in r.results.items()},
         started_at=min((r.started_at for r in reports if r.started_at), default=""),
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"merge: OUT {args.out} is also a report to merge ({', '.join(inside)}); choose another directory")
         return 2
     try:
-        parts = [Part(path, load_report(path)) for path in args.reports]
+        # A report may be named by its folder or its report.json; the folder is where junit.xml is too.
+        parts = [Part(path.parent if path.is_file() else path, load_report(path)) for path in args.reports]
         sources = sorted({part.report.manifest for part in parts})
         manifest = load_manifest(args.manifest or (sources[0] if len(sources) == 1 else "scenarios.manifest"))
         report = write_merged(parts, manifest, args.out, ["python", "-m", "harness", "merge", *map(str, argv or [])])

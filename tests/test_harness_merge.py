@@ -238,3 +238,16 @@ def test_an_unknown_commit_everywhere_merges_and_says_so(tmp_path: Path, small: 
     assert merge_main([str(tmp_path / "out"), str(one), str(two)]) == 0
     assert f"commit unknown ({note})" in capsys.readouterr().out
     assert load_report(tmp_path / "out").provenance.commit == UNKNOWN  # type: ignore[union-attr]
+
+
+def test_shards_in_folders_of_one_name_keep_every_probe(tmp_path: Path, small: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # Two runners' reports under folders that share a base name, one named by its report.json: nothing is lost.
+    one, two = _shard(tmp_path / "a", small, "kvm", ["one"]), _shard(tmp_path / "b", small, "kvm", ["two"])
+    for shard, ok in ((one, True), (two, False)):
+        report = load_report(shard)
+        report.probes["docker"] = {"ok": ok, "summary": f"runner {shard.parent.name}"}
+        write_report_json(report, shard)
+    assert merge_main([str(tmp_path / "out"), str(one), str(two / "report.json")]) == 0, capsys.readouterr().out
+    probes = load_report(tmp_path / "out").probes
+    assert sorted(p["summary"] for p in probes.values()) == ["runner a", "runner b"], probes
