@@ -242,12 +242,24 @@ def test_an_unknown_commit_everywhere_merges_and_says_so(tmp_path: Path, small: 
 
 def test_shards_in_folders_of_one_name_keep_every_probe(tmp_path: Path, small: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    # Two runners' reports under folders that share a base name, one named by its report.json: nothing is lost.
+    # Two runners' reports under folders that share a base name: both probes survive the merge.
     one, two = _shard(tmp_path / "a", small, "kvm", ["one"]), _shard(tmp_path / "b", small, "kvm", ["two"])
     for shard, ok in ((one, True), (two, False)):
         report = load_report(shard)
         report.probes["docker"] = {"ok": ok, "summary": f"runner {shard.parent.name}"}
         write_report_json(report, shard)
-    assert merge_main([str(tmp_path / "out"), str(one), str(two / "report.json")]) == 0, capsys.readouterr().out
+    assert merge_main([str(tmp_path / "out"), str(one), str(two)]) == 0, capsys.readouterr().out
     probes = load_report(tmp_path / "out").probes
     assert sorted(p["summary"] for p in probes.values()) == ["runner a", "runner b"], probes
+
+
+def test_a_report_named_by_its_report_json_brings_its_junit(tmp_path: Path, small: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    one, two = _shard(tmp_path, small, "one", ["one"]), _shard(tmp_path, small, "two", ["two"])
+    for shard in (one, two):
+        (shard / "junit.xml").write_text(f"<testsuites><testsuite name='pytest'><testcase name='{shard.name}'/>"
+                                         "</testsuite></testsuites>")
+    assert merge_main([str(tmp_path / "out"), str(one / "report.json"), str(two / "report.json")]) == 0, \
+        capsys.readouterr().out
+    junit = (tmp_path / "out" / "junit.xml").read_text()
+    assert "name=\"one\"" in junit and "name=\"two\"" in junit, junit
