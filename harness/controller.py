@@ -57,17 +57,19 @@ class ControllerPlugin:
             # A shard with nothing to run for these providers (an empty catch-all, or suites that apply to other
             # providers only): that is a success, and its report says so.
             session.exitstatus = pytest.ExitCode.OK
-        if harness.engaged or harness.records:
-            report = harness.build_report(int(exitstatus), [sys.argv[0], *self.config.invocation_params.args])
-            self.problems = required_problems(report, harness.manifest, list(harness.options.required))
-            if self.problems and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            report.exit_status = int(session.exitstatus)
-            report.provenance = provenance.collect(harness.manifest, report.probes)
-            self._write(report)
-        if is_started(harness.paths):
-            kept = frozenset(ws for r in harness.records.values() if r.kept for ws in r.workspaces)
-            harness.sweeps.append(sweep_run(harness.options.run_id, harness.options.root, keep_workspaces=kept))
+        try:
+            if harness.engaged or harness.records:
+                report = harness.build_report(int(exitstatus), [sys.argv[0], *self.config.invocation_params.args])
+                self.problems = required_problems(report, harness.manifest, list(harness.options.required))
+                if self.problems and session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                report.exit_status = int(session.exitstatus)
+                report.provenance = provenance.collect(harness.manifest, report.probes)
+                self._write(report)
+        finally:  # whatever writing the report did, what the run owns is swept
+            if is_started(harness.paths):
+                kept = frozenset(ws for r in harness.records.values() if r.kept for ws in r.workspaces)
+                harness.sweeps.append(sweep_run(harness.options.run_id, harness.options.root, keep_workspaces=kept))
 
     def _write(self, report: Report) -> None:
         directory = self.session.options.report_dir

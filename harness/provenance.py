@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -128,14 +129,25 @@ def kvm_probe_reference(probes: dict[str, dict[str, Any]]) -> str:
     return f"see probes.microsandbox ({state}): {probe.get('summary', '')}"
 
 
+def _fact(read: Callable[[], str]) -> str:
+    """One fact, or why it could not be read: a fact that fails never costs the run its report."""
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - evidence, not a crash (the report and the sweep come after this)
+        return f"unavailable: {type(exc).__name__}: {exc}"
+
+
 def host_facts(probes: dict[str, dict[str, Any]]) -> HostFacts:
     return HostFacts(kernel=platform.release(), python=f"{platform.python_implementation()} "
-                     f"{platform.python_version()}", docker_engine=docker_engine_version(), msb=msb_version(),
-                     dev_kvm=dev_kvm(), kvm_probe=kvm_probe_reference(probes))
+                     f"{platform.python_version()}", docker_engine=_fact(docker_engine_version),
+                     msb=_fact(msb_version), dev_kvm=_fact(dev_kvm), kvm_probe=kvm_probe_reference(probes))
 
 
 def collect(manifest: Manifest, probes: dict[str, dict[str, Any]]) -> Provenance:
     """This host's facts for a report of `manifest` whose probes are `probes`."""
-    commit, note = git_commit()
+    try:
+        commit, note = git_commit()
+    except Exception as exc:  # noqa: BLE001 - as in _fact
+        commit, note = "unknown", f"git could not be asked: {type(exc).__name__}: {exc}"
     return Provenance(manifest_digest=manifest_digest(manifest), commit=commit, commit_note=note,
                       devsy_version=devsy_version(), host=host_facts(probes))

@@ -148,3 +148,14 @@ def test_a_case_that_does_not_apply_shows_the_manifests_reason() -> None:
     assert cells["s/docker-only"]["builtin-microsandbox"].detail == "msb has no such thing"
     assert cells["s/plain-external"]["builtin-docker"].detail == "the case does not apply to this provider"
     assert "msb has no such thing" in render_markdown(table, report, manifest)
+
+
+def test_a_host_fact_that_fails_is_recorded_as_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import provenance
+
+    def broken() -> str:
+        raise OSError("cannot fork")
+
+    monkeypatch.setattr(provenance, "docker_engine_version", broken)
+    facts = provenance.host_facts({})
+    assert facts.docker_engine == "unavailable: OSError: cannot fork" and facts.kernel
