@@ -59,6 +59,14 @@ def test_stall_holds_a_partial_pack_until_abort(server: GitServer, tmp_path: Pat
     assert retry.returncode == 0 and (tmp_path / "retry" / "blob.bin").read_bytes() == BLOB, err
 
 
+def _cmdline(process: psutil.Process) -> str:
+    """Its command line, or "" for a child (a git helper) that ended between listing and asking."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def test_stop_ends_a_stalled_connection_and_its_backend(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -68,7 +76,7 @@ def test_stop_ends_a_stalled_connection_and_its_backend(tmp_path: Path) -> None:
     proc = _clone(git_server.url("repo.git"), tmp_path / "stalled")
     try:
         assert git_server.stalled.wait(WAIT_S), git_server.errors
-        backends = [p for p in psutil.Process().children(recursive=True) if "http-backend" in " ".join(p.cmdline())]
+        backends = [p for p in psutil.Process().children(recursive=True) if "http-backend" in _cmdline(p)]
         assert backends, "the stalled request has no git http-backend process"
         git_server.stop(timeout=10.0)
         proc.communicate(timeout=WAIT_S)
