@@ -9,7 +9,8 @@ from __future__ import annotations
 from harness.catalogue import Applies, Case, Manifest, Suite
 
 EVERY_PROVIDER = Applies()
-EXTERNAL_ONLY = Applies(kinds=("external",), reason="a contract of external providers (Runtime Protocol RunImage), which other kinds do not speak")
+EXTERNAL_ONLY = Applies(kinds=("external",),
+                        reason="a contract of external providers (Runtime Protocol RunImage) other kinds lack")
 
 MANIFEST = Manifest(
     suites=(
