@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from devsy.bounded_wait import wait_until
 from fixtures import artifact_server
 from fixtures.artifact_server import THREAD_PREFIX, AccessRecord, ArtifactServer, ArtifactServerError, reachable_host
 
@@ -35,11 +36,7 @@ def server_threads() -> list[str]:
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
     """Poll a real condition until it holds; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.01)
+    wait_until(condition, timeout=timeout, interval=0.01, what=what)
 
 
 def address(server: ArtifactServer, family: str) -> tuple[str, int]:

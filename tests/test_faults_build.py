@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from devsy.bounded_wait import wait_until
 from helpers.cli import DEVSY, HOST_NET, cli_env
 from helpers.projects import make_project
 from devsy.devcontainer.build_context import Limits, context_archive
@@ -172,11 +173,7 @@ def test_a_context_beyond_the_entry_bound_stops_with_an_image_error(tmp_path):
 
 
 def _wait_for(predicate, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)  # polling interval of a bounded wait, not synchronization
+    wait_until(predicate, timeout=timeout, interval=0.2, what=what)
 
 
 def _interrupt_a_build(devsy, workspace_id: str, project: Path, guest_image: str, docker_client) -> list[str]:
