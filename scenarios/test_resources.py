@@ -155,9 +155,10 @@ CEILINGS = (
 )
 
 
-# The refusal's kind by provider kind: the built-in driver raises devsy's usage error (exit 2); an external
-# provider can only answer the Runtime Protocol's INVALID_ARGUMENT, which devsy reports as such (exit 1).
-CEILING_REFUSAL = {"builtin": "usage", "external": "invalid-argument"}
+# The refusal is devsy's usage error (exit 2) on every provider: an external provider answers INVALID_ARGUMENT with
+# devsy's kind in the RuntimeError details, and the host restores the built-in driver's class from it.
+CEILING_REFUSAL = "usage"
+CEILING_EXIT = 2
 
 
 @case("resources/ceilings")
@@ -166,7 +167,9 @@ def test_ceilings(provider: Provider, case: CaseContext, devsy: DevsyHandle, bac
         extra = {"hostRequirements": ceiling.host_requirements} if ceiling.host_requirements else {}
         source = local_source(case, f"src-{ceiling.name}", **extra)
         wid = case.workspace_id(ceiling.name)
-        error = devsy.up(source, wid, options=ceiling.options).expect_error(CEILING_REFUSAL[provider.kind])
+        outcome = devsy.up(source, wid, options=ceiling.options)
+        error = outcome.expect_error(CEILING_REFUSAL)
+        assert outcome.exit_code == CEILING_EXIT, f"{ceiling.name}: exit {outcome.exit_code}, not {CEILING_EXIT}"
         assert ceiling.names in error.message, f"{ceiling.name}: the refusal does not name {ceiling.names}: {error}"
         assert_fully_gone(devsy, backend, wid, managed_content_dir(devsy, wid))
 

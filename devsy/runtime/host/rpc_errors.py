@@ -6,7 +6,8 @@ import grpc
 
 from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import Redactor
-from devsy.runtime.wire.errors import ProviderUnavailable, RuntimeProtocolError, RuntimeTimeout, Unsupported, error_for
+from devsy.runtime.wire.errors import DETAIL_HINT, LEGACY_DETAIL_KIND, ProviderUnavailable, RuntimeProtocolError, \
+    RuntimeTimeout, Unsupported, error_for
 from devsy.runtime.wire.status import DetailError, from_error
 
 _AUTHORS = "report this to the provider's authors"
@@ -22,7 +23,9 @@ def map_rpc_error(error: grpc.RpcError, provider: str, action: str, redact: Reda
     if info is None:
         return _transport_error(code, error, provider, action, redact)
     details = {k: redact(v) for k, v in info.details.items()}
-    return error_for(info.code, redact(info.message), details.get("hint", ""), kind=details.get("kind", ""),
+    # The class comes from the code, or from a devsy kind in the details that is compatible with it (error_for).
+    return error_for(info.code, redact(info.message), details.get(DETAIL_HINT, ""),
+                     kind=details.get(LEGACY_DETAIL_KIND, ""),
                      runtime_message=redact(info.runtime_message), retryable=info.retryable, details=details)
 
 

@@ -14,7 +14,7 @@ import grpc
 
 from devsy.errors import DevsyError
 from devsy.redaction import Redactor
-from devsy.runtime.wire.errors import code_of
+from devsy.runtime.wire.errors import code_of, provider_details
 from devsy.runtime.wire.status import RuntimeErrorInfo, to_status
 
 _MAX_RUNTIME_MESSAGE = 2048
@@ -37,11 +37,9 @@ def error_info(exc: BaseException, redact: Redactor) -> RuntimeErrorInfo:
     else:
         message, hint, kind = (f"unexpected error in the provider ({type(exc).__name__})",
                                "report this to the provider's authors together with its stderr", "")
-    details = {"kind": kind} if kind else {}
-    if hint:
-        details["hint"] = redact(hint)
     return RuntimeErrorInfo(code=code, message=redact(message) or "the runtime failed",
-                            runtime_message=redact(_causes(exc)), retryable=code in _RETRYABLE, details=details)
+                            runtime_message=redact(_causes(exc)), retryable=code in _RETRYABLE,
+                            details=provider_details(kind, redact(hint)))
 
 
 def log(rpc: str, info: RuntimeErrorInfo, exc: BaseException, redact: Redactor) -> None:

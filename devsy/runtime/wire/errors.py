@@ -6,6 +6,7 @@ host to pick the class for a received code. Callers classify by class, never by 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 
 from devsy.errors import AlreadyExists, BackendUnavailable, BootFailed, Cancelled, ConfigError, DevsyError, \
@@ -113,9 +114,15 @@ CLASS_OF_CODE: dict[str, type[DevsyError]] = {
     "INCOMPATIBLE_VERSION": IncompatibleVersion,
 }
 
-# The classes a Python provider's details["kind"] (its error's `kind`) may restore on the host, when that kind is
-# consistent with the code (a Go provider sends no kind and gets the class of its code). Kinds come from the classes,
-# i.e. from the one registry in devsy.errors; a VM that never booted gets the same type as the built-in driver's.
+# RuntimeError details keys. A devsy provider names its error's devsy kind under DETAIL_KIND (namespaced, so another
+# provider's own "kind" detail never steers devsy) and its hint under DETAIL_HINT. It still sends the bare
+# LEGACY_DETAIL_KIND for hosts (and the conformance suite) that predate DETAIL_KIND.
+DETAIL_KIND = "dev.devsy.kind"
+DETAIL_HINT = "hint"
+LEGACY_DETAIL_KIND = "kind"
+
+# The classes a provider's bare details["kind"] may restore (a provider that predates DETAIL_KIND), when the kind is
+# consistent with the code; a Go provider sends no kind and gets the class of its code.
 RESTORED_BY_KIND: tuple[type[DevsyError], ...] = (RecreateRequired, ImageError, BackendUnavailable, BootFailed)
 
 
@@ -141,16 +148,51 @@ def code_of(exc: BaseException) -> str:
     return _code_of_class(type(exc))
 
 
-def error_for(code: str, message: str, hint: str = "", *, kind: str = "", runtime_message: str = "",
-              retryable: bool = False, details: Mapping[str, str] | None = None) -> DevsyError:
-    """The host's typed error for a RuntimeError received from a provider."""
-    cls = CLASS_OF_CODE.get(code, UnknownRuntimeError)
+def provider_details(kind: str, hint: str) -> dict[str, str]:
+    """The details a devsy provider sends with an error of `kind` (`hint` already redacted, as the message is):
+    only the kind, a class attribute and never a value, and the hint the user would see anyway."""
+    details = {DETAIL_KIND: kind, LEGACY_DETAIL_KIND: kind} if kind else {}
+    if hint:
+        details[DETAIL_HINT] = hint
+    return details
+
+
+def compatible_kind(code: str, kind: str) -> type[DevsyError] | None:
+    """The registered class of `kind` when it may stand for a RuntimeError of `code`, else None.
+
+    Compatible means: the code is not UNKNOWN (an unclassified error claims nothing), and the SDK answers with
+    exactly this code for that class, so a kind only refines its code. A NOT_FOUND can become nothing but NotFound
+    or a subclass of it, exit 2 (usage) comes only from INVALID_ARGUMENT, and no kind turns one code's class into
+    another's. The class must also take (message, hint), as the host rebuilds it from those alone. A kind whose
+    module this process has not imported is unknown here and falls back to the class of the code.
+    """
+    cls = error_class(kind) if kind else None
+    if cls is None or code == "UNKNOWN" or _code_of_class(cls) != code:
+        return None
+    try:
+        inspect.signature(cls).bind("message", hint="hint")
+    except TypeError:
+        return None
+    return cls
+
+
+def _class_for(code: str, details: Mapping[str, str], kind: str) -> type[DevsyError]:
+    if DETAIL_KIND in details:  # a provider that knows the key: it alone decides, by the general rule
+        return compatible_kind(code, details[DETAIL_KIND]) or CLASS_OF_CODE.get(code, UnknownRuntimeError)
     refined = error_class(kind)
     if refined in RESTORED_BY_KIND and _code_of_class(refined) == code:
-        cls = refined
-    error = cls(message, hint=hint)
+        return refined
+    return CLASS_OF_CODE.get(code, UnknownRuntimeError)
+
+
+def error_for(code: str, message: str, hint: str = "", *, kind: str = "", runtime_message: str = "",
+              retryable: bool = False, details: Mapping[str, str] | None = None) -> DevsyError:
+    """The host's typed error for a RuntimeError received from a provider: the class of its devsy kind when
+    `details` names a compatible one (see compatible_kind), else the class of its code (refined by a legacy `kind`)."""
+    details = dict(details or {})
+    error = _class_for(code, details, kind)(message, hint=hint)
     error.runtime_code = code  # type: ignore[attr-defined]
     error.runtime_message = runtime_message  # type: ignore[attr-defined]
     error.retryable = retryable  # type: ignore[attr-defined]
-    error.details = dict(details or {})  # type: ignore[attr-defined]
+    error.details = details  # type: ignore[attr-defined]
     return error
