@@ -6,7 +6,9 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-PACKAGES=(docker.io mmdebstrap git openssh-client)
+# docker-registry and skopeo: fixtures/oci_registry.py runs its own loopback registry and pushes to it.
+PACKAGES=(docker.io mmdebstrap git openssh-client docker-registry skopeo)
+POLICY_RC=/usr/sbin/policy-rc.d
 DOCKERD_LOG="${DEVSY_DOCKERD_LOG:-/var/log/devsy-dockerd.log}"
 DOCKERD_WAIT_S="${DEVSY_DOCKERD_WAIT_S:-60}"
 PYTHON="${PYTHON:-python3}"
@@ -41,7 +43,18 @@ install_packages() {
     log "packages: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     timeout 300 apt-get update -qq
+    if [[ " ${missing[*]} " == *" docker-registry "* && ! -e "$POLICY_RC" ]]; then
+        # The package would start a system registry on :5000; tests run their own, so its service never starts.
+        # Only it is held back (docker.io may still start its engine) and only when no policy is in place already.
+        printf '#!/bin/sh\ncase "$1" in docker-registry|docker-registry.service) exit 101 ;; esac\nexit 0\n' \
+            >"$POLICY_RC"
+        chmod 755 "$POLICY_RC"
+        trap 'rm -f "$POLICY_RC"' EXIT # also when the install fails or times out
+    fi
     timeout 900 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if [[ " ${missing[*]} " == *" docker-registry "* && -d /run/systemd/system ]]; then
+        systemctl disable docker-registry.service >/dev/null 2>&1 || true # nor at the next boot
+    fi
 }
 
 docker_answers() {
