@@ -4,6 +4,11 @@ The shards must be parts of one run of one catalogue: the same manifest (digest)
 result cell (case id + provider) claimed by two of them, and together every suite of the manifest. Any of those
 not holding is refused (exit 2) with the reports that break it; `python -m harness validate OUT` then judges the
 union exactly as it judges one full run.
+
+Each shard's diagnostics folder is copied into OUT (CI uploads only OUT) under diagnostics/<n>-<shard folder name>
+(the position keeps apart two shards downloaded to folders of one name), and every path the records give for it
+is rewritten to the copy. OUT is written in a staging folder next to it and moved in only when complete, so a
+refused or failed merge leaves OUT as it was.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
+import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -20,10 +26,16 @@ from harness import parity_render
 from harness.catalogue import Manifest, ManifestError, load_manifest
 from harness.parity import build_parity, outcome_counts
 from harness.provenance import UNKNOWN, Provenance, manifest_digest
+from harness.records import CaseRecord
 from harness.report import OWNED_REPORT_FILES, Report, ReportError, ReportSource, load_report, write_report_json
 
 JUNIT_FILE = "junit.xml"
+DIAGNOSTICS = "diagnostics"
 _SHOWN = 5  # cells named per overlap before "and N more"
+
+
+class MergeWriteFailed(Exception):
+    """OUT could not be written (a shard's diagnostics could not be copied, the disk is full, ...)."""
 
 
 class MergeRefused(ValueError):
@@ -151,17 +163,76 @@ def merge_junit(parts: list[Part], out: Path) -> Path | None:
     return path
 
 
-def write_merged(parts: list[Part], manifest: Manifest, out: Path, command: list[str]) -> Report:
-    """Merge and write OUT's report.json, parity.md/html and (when every shard has one) junit.xml."""
-    report = merge(parts, manifest, command)
-    out.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class Relocation:
+    """The diagnostics the merged report points at: (shard folder, its place in OUT) pairs, and the recorded
+    folders a shard report does not hold (kept as recorded, and said)."""
+
+    copies: list[tuple[Path, Path]]
+    missing: list[str]
+
+
+def relocate_diagnostics(parts: list[Part], report: Report, out: Path) -> Relocation:
+    """Point every diagnostics folder the merged `report` records at its copy under `out` (an absolute path)."""
+    copies: list[tuple[Path, Path]] = []
+    missing: list[str] = []
+    for index, part in enumerate(parts, start=1):
+        source, target = part.directory / DIAGNOSTICS, out / DIAGNOSTICS / f"{index}-{part.directory.name}"
+        if source.is_dir():
+            copies.append((source, target))
+        for rid in sorted(part.report.results):
+            record = report.results[rid]
+            if not record.diagnostics:
+                continue
+            # Recorded as <the shard's report folder where it ran>/diagnostics/<name>: that folder may be gone
+            # (CI downloads a shard elsewhere); <name> is what the shard report still holds.
+            name = Path(record.diagnostics).name
+            if (source / name).is_dir():
+                report.results[rid] = _repointed(record, record.diagnostics, str(target / name))
+            else:
+                missing.append(f"{rid}: {record.diagnostics}")
+    return Relocation(copies, missing)
+
+
+def _repointed(record: CaseRecord, old: str, new: str) -> CaseRecord:
+    return replace(record, diagnostics=new, evidence=[line.replace(old, new) for line in record.evidence],
+                   reason=record.reason.replace(old, new))
+
+
+def write_merged(parts: list[Part], manifest: Manifest, out: Path, command: list[str]) -> tuple[Report, Relocation]:
+    """Merge and write OUT's report.json, parity.md/html, diagnostics/ and (when every shard has one) junit.xml."""
+    report = merge(parts, manifest, command)  # a refusal raises before anything is written
+    out = out.resolve()
+    relocation = relocate_diagnostics(parts, report, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))  # same filesystem: renames
+    try:
+        try:
+            for source, target in relocation.copies:
+                shutil.copytree(source, staging / target.relative_to(out), symlinks=True)
+            write_report_json(report, staging)
+            parity_render.write_parity(build_parity(report, manifest), report, staging, manifest)
+            merge_junit(parts, staging)
+        except OSError as exc:
+            raise MergeWriteFailed(f"cannot write the merged report: {exc}; {out} is unchanged") from exc
+        try:
+            _move_into(staging, out)
+        except OSError as exc:
+            raise MergeWriteFailed(f"replacing the report in {out} failed part way: {exc}; rerun the merge") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report, relocation
+
+
+def _move_into(staging: Path, out: Path) -> None:
+    """Replace OUT's owned files and diagnostics with the staged ones; anything else in OUT stays."""
+    out.mkdir(exist_ok=True)
     for name in OWNED_REPORT_FILES:
         (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "diagnostics", ignore_errors=True)
-    write_report_json(report, out)
-    parity_render.write_parity(build_parity(report, manifest), report, out, manifest)
-    merge_junit(parts, out)
-    return report
+    if (out / DIAGNOSTICS).exists():
+        shutil.rmtree(out / DIAGNOSTICS)
+    for entry in sorted(staging.iterdir()):
+        entry.rename(out / entry.name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,8 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         parts = [Part(path.parent if path.is_file() else path, load_report(path)) for path in args.reports]
         sources = sorted({part.report.manifest for part in parts})
         manifest = load_manifest(args.manifest or (sources[0] if len(sources) == 1 else "scenarios.manifest"))
-        report = write_merged(parts, manifest, args.out, ["python", "-m", "harness", "merge", *map(str, argv or [])])
-    except (ReportError, ManifestError) as exc:
+        report, relocation = write_merged(parts, manifest, args.out,
+                                          ["python", "-m", "harness", "merge", *map(str, argv or [])])
+    except (ReportError, ManifestError, MergeWriteFailed) as exc:
         print(f"merge: {exc}")
         return 2
     except MergeRefused as exc:
@@ -194,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     commit = prov.commit if prov.commit != UNKNOWN else f"unknown ({prov.commit_note})"
     print(f"merge: {args.out}: {len(parts)} report(s), {outcome_counts(report)}; commit {commit}; "
           f"devsy {prov.devsy_version}; manifest {prov.manifest_digest}")
+    if relocation.missing:
+        print(f"merge: {len(relocation.missing)} diagnostics folder(s) recorded by the shards are not in their "
+              f"report folders (the records keep the recorded paths): {'; '.join(relocation.missing)}")
     for verdict in build_parity(report, manifest).verdicts:
         print(f"verdict {verdict.sentence()}")
     print(f"gate with: python -m harness validate {args.out} --require P1,P2")

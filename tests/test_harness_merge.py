@@ -4,7 +4,9 @@ outcomes and verdict), and reports that are not parts of one run are refused (ex
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -263,3 +265,68 @@ def test_a_report_named_by_its_report_json_brings_its_junit(tmp_path: Path, smal
         capsys.readouterr().out
     junit = (tmp_path / "out" / "junit.xml").read_text()
     assert "name=\"one\"" in junit and "name=\"two\"" in junit, junit
+
+
+# Diagnostics: the merged report's evidence lives in OUT (CI uploads only OUT; the shard folders are gone).
+
+FAILING_IN_TWO_SHARDS = SCENARIOS.replace(
+    'def test_a(provider, case):\n    pass',
+    'def test_a(provider, case):\n    assert provider.kind != "external", "one/a fails on external providers"')
+
+
+def _diagnostics_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.docker
+def test_the_merged_report_carries_every_shards_diagnostics(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DEVSY_HARNESS_ROOT", str(pytester.path / "root"))
+    pytester.makepyfile(fake_manifest=MANIFEST, test_demo=FAILING_IN_TWO_SHARDS)
+    ran = [_run(pytester, f"ran/catalogue-{shard.shard}", *shard.select.split())
+           for shard in plan(load_manifest(str(pytester.path / "fake_manifest.py")), NAMED)]
+    # As CI hands them over: each shard downloaded to another folder, all under one base name.
+    shards = [(pytester.path / "downloaded" / str(n) / "shard") for n in range(len(ran))]
+    for source, shard in zip(ran, shards, strict=True):
+        shard.parent.mkdir(parents=True)
+        source.rename(shard)
+    expected: dict[str, dict[str, bytes]] = {}
+    for shard in shards:
+        for rid, record in load_report(shard).results.items():
+            if record.diagnostics:
+                expected[rid] = _diagnostics_bytes(shard / "diagnostics" / Path(record.diagnostics).name)
+    assert sorted(expected) == ["one/a[external-docker]", "two/broken-on-external[external-docker]"], expected
+    assert all(expected.values()), expected
+
+    out = pytester.path / "merged"
+    assert merge_main([str(out), *map(str, shards)]) == 0, capsys.readouterr().out
+    for shard in shards:
+        shutil.rmtree(shard)  # only OUT is uploaded
+    merged = load_report(out)
+    recorded = {rid: record for rid, record in merged.results.items() if record.diagnostics}
+    assert sorted(recorded) == sorted(expected)
+    for rid, record in recorded.items():
+        folder = Path(str(record.diagnostics))
+        assert folder.is_relative_to(out.resolve()) and folder.is_dir(), (rid, folder)
+        assert _diagnostics_bytes(folder) == expected[rid], rid
+        paths = [line.removeprefix("diagnostics: ") for line in record.evidence if line.startswith("diagnostics: ")]
+        assert paths == [str(folder)], (rid, record.evidence)
+
+
+def test_a_merge_that_cannot_copy_a_shards_diagnostics_leaves_out_as_it_was(
+        tmp_path: Path, small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one, two = _shard(tmp_path, small, "one", ["one"]), _shard(tmp_path, small, "two", ["two"])
+    (one / "diagnostics" / "y").mkdir(parents=True)
+    (one / "diagnostics" / "y" / "failure.txt").write_text("copied before the pipe is met\n")
+    out = tmp_path / "out"
+    assert merge_main([str(out), str(one), str(two)]) == 0, capsys.readouterr().out
+    before = _diagnostics_bytes(out)
+    assert any(name.endswith("failure.txt") for name in before), before
+    (two / "diagnostics" / "x").mkdir(parents=True)
+    os.mkfifo(two / "diagnostics" / "x" / "pipe")  # a named pipe cannot be copied: the copy fails half-way
+    assert merge_main([str(out), str(one), str(two)]) == 2
+    said = capsys.readouterr().out
+    assert "pipe" in said and "unchanged" in said, said
+    assert _diagnostics_bytes(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "out", "small_manifest.py", "two"], \
+        "the merge left a staging folder behind"
