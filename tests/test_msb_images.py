@@ -15,6 +15,7 @@ from devsy.driver.microsandbox.images import load_docker_image, loaded_digest, r
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.naming import loaded_image_tag
 from devsy.errors import ImageError
+from fixtures.oci_registry import OciRegistry
 from helpers.msb import images
 
 
@@ -67,8 +68,17 @@ def test_missing_locally_built_image_is_an_image_error(msb_home: Path, msb: MsbC
         resolve_image(msb, f"devsy-build-gone:{secrets.token_hex(4)}", built_locally=True)
 
 
-def test_rootfs_directory_and_registry_references_are_passed_through(msb: MsbClient, busybox_rootfs: Path) -> None:
+def test_a_rootfs_directory_is_passed_through(msb: MsbClient, busybox_rootfs: Path) -> None:
     rootfs = resolve_image(msb, str(busybox_rootfs), built_locally=False)
     assert (rootfs.ref, rootfs.source, rootfs.pull) == (str(busybox_rootfs), "rootfs", "never")
-    remote = resolve_image(msb, "registry.invalid/team/tool:1", built_locally=False)
-    assert (remote.ref, remote.source, remote.pull) == ("registry.invalid/team/tool:1", "registry", "if-missing")
+
+
+@pytest.mark.docker  # the image is pushed from the host's engine; msb then pulls it from the loopback registry
+def test_a_registry_reference_is_pulled_by_msb_before_the_run(msb_home: Path, msb: MsbClient) -> None:
+    with OciRegistry() as registry:
+        ref = registry.push("devsy-guest:bookworm", "team/tool:1")
+        remote = resolve_image(msb, ref, built_locally=False)
+        assert (remote.ref, remote.source, remote.pull) == (ref, "registry", "never")
+        assert images(msb_home) == [ref]
+        with pytest.raises(ImageError, match=r"`msb pull .*team/tool:absent` failed"):
+            resolve_image(msb, registry.ref("team/tool:absent"), built_locally=False)

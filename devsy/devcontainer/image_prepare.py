@@ -1,7 +1,9 @@
-"""Making the devcontainer's image available on the host's Docker engine: use, pull, or build it.
+"""Making the devcontainer's image available to the backend: use, pull, or build it.
 
-Images are always prepared with the Docker engine on the host (the MicroSandbox driver later loads them from there),
-so this is not part of any driver. Every layer devsy builds carries the workspace's labels (build_context.py), so an
+Builds and local images go through the Docker engine on the host (the MicroSandbox driver later loads them from
+there), so this is not part of any driver. A registry image the host's engine does not hold is pulled by that engine,
+unless the backend pulls registry images itself (`ProviderRow.pulls_registry_images`: MicroSandbox, with `msb pull`):
+then only its config is read from the registry (registry_image.py), for the image's USER, and Docker never holds it. Every layer devsy builds carries the workspace's labels (build_context.py), so an
 interrupted build leaves nothing `devsy delete` or the next `devsy up` cannot find.
 """
 
@@ -19,6 +21,7 @@ import docker.models.images
 
 from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
+from devsy.devcontainer.registry_image import read_image_config
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors, engine_message
 from devsy.errors import BackendUnavailable, DriverError, ImageError
@@ -33,10 +36,19 @@ class PreparedImage:
     ref: str
     built_locally: bool
     user: str  # the image's configured USER ("" = root)
+    pulled_by_backend: bool = False  # a registry image the backend pulls itself; the host's engine does not hold it
 
 
-def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str,
-                  progress: Progress) -> PreparedImage:
+def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str, progress: Progress,
+                  backend_pulls: bool = False) -> PreparedImage:
+    if config.build is None and backend_pulls:
+        assert config.image is not None  # load_config guarantees image or build
+        local = _local_image(config.image)
+        if local is not None:
+            return local
+        with progress.step(f"reading the config of image {config.image} from its registry"):
+            found = read_image_config(config.image)
+        return PreparedImage(ref=config.image, built_locally=False, user=found.user, pulled_by_backend=True)
     client = connect()
     if config.build is not None:
         ref = _build(client, config.build, workspace_id, network_mode, progress)
@@ -65,6 +77,21 @@ def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode
     with engine_errors(f"looking up the pulled image {ref}"):
         user = _image_user(client, ref)
     return PreparedImage(ref=ref, built_locally=False, user=user)
+
+
+def _local_image(ref: str) -> PreparedImage | None:
+    """`ref` as the host's Docker engine holds it, or None when it does not (or there is no engine to ask)."""
+    try:
+        client = connect()
+    except BackendUnavailable:
+        return None  # a MicroSandbox host need not run Docker for registry images
+    try:
+        with engine_errors(f"looking up image {ref}"):
+            return PreparedImage(ref=ref, built_locally=False, user=_image_user(client, ref))
+    except (ImageError, BackendUnavailable):
+        return None
+    finally:
+        client.close()
 
 
 def _image_user(client: docker.DockerClient, ref: str) -> str:

@@ -23,7 +23,13 @@ from devsy.driver.base import (
     ExecRequest,
     RunOptions,
 )
-from devsy.driver.registry import DEFAULT_PROVIDER, make_driver, network_mode_of, validate_provider
+from devsy.driver.registry import (
+    DEFAULT_PROVIDER,
+    backend_pulls_images,
+    make_driver,
+    network_mode_of,
+    validate_provider,
+)
 from devsy.driver.reuse import Ownership
 from devsy.errors import ConfigError, DevsyError, WorkspaceError
 from devsy.progress import Progress
@@ -187,7 +193,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         record.remote_user = user
         return found, True
     image = prepare_image(config, record.id, network_mode=network_mode_of(driver.name, record.provider_options),
-                          progress=progress)
+                          progress=progress, backend_pulls=backend_pulls_images(driver.name))
     user = remote_user(config, image.user)
     mount = workspace_mount(config, folder, user)
     create_attempt = secrets.token_hex(8)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 KINDS = ("builtin", "external", "remote")
 # Where the devcontainer's image is prepared before the driver runs it (image_prepare.py always uses the host engine).
 IMAGES_HOST_DOCKER = "host Docker engine"
-IMAGES_LOADED_INTO_MSB = "host Docker engine, then loaded into msb"
+IMAGES_LOADED_INTO_MSB = "builds and local images: host Docker engine, then loaded into msb; registry images: msb pull"
 
 # Parsed options -> the network mode image builds on the host engine use.
 NetworkMode = Callable[[Any], str]
@@ -42,6 +42,8 @@ class ProviderRow:
     make: DriverFactory
     network_mode: NetworkMode
     images: str = IMAGES_HOST_DOCKER
+    # The backend pulls a registry image itself (the host's engine must not hold it); the host reads only its config.
+    pulls_registry_images: bool = False
     executable: str = ""  # external rows: the provider executable devsy launches (a pattern row: from the name)
     pattern: bool = False  # `name` is a prefix (external:EXECUTABLE)
     connects_early: bool = True  # make_driver(connect=True) opens the backend before any state is touched
@@ -138,7 +140,8 @@ _ROWS: list[ProviderRow] = [
     ProviderRow("docker", "builtin", "docker", "the built-in Docker driver (options: NETWORK_MODE, STOP_TIMEOUT)",
                 _docker_options, _docker_driver, _docker_network),
     ProviderRow("microsandbox", "builtin", "microsandbox", "the built-in MicroSandbox driver (microVMs run by msb)",
-                _msb_options, _msb_driver, _default_network, images=IMAGES_LOADED_INTO_MSB),
+                _msb_options, _msb_driver, _default_network, images=IMAGES_LOADED_INTO_MSB,
+                pulls_registry_images=True),
     ProviderRow("external-docker", "external", "docker",
                 "the Docker driver as a Runtime Protocol v1 executable, devsy-provider-docker (same options)",
                 _docker_options, external_driver, _docker_network, executable="devsy-provider-docker"),
@@ -146,7 +149,7 @@ _ROWS: list[ProviderRow] = [
                 "the MicroSandbox driver as a Runtime Protocol v1 executable, devsy-provider-microsandbox "
                 "(same options)",
                 _msb_options, external_driver, _default_network, images=IMAGES_LOADED_INTO_MSB,
-                executable="devsy-provider-microsandbox"),
+                pulls_registry_images=True, executable="devsy-provider-microsandbox"),
     ProviderRow("remote", "remote", "docker",
                 "a backend on another machine, reached through its exec command (PROVIDER_CONFIG=provider.yaml)",
                 _remote_options, _remote_driver, _default_network, connects_early=False),

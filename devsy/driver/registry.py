@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from devsy.driver.base import Driver
 from devsy.driver.provider_table import DEFAULT_PROVIDER, row_for
 
-__all__ = ["DEFAULT_PROVIDER", "make_driver", "network_mode_of", "validate_provider"]
+__all__ = ["DEFAULT_PROVIDER", "backend_pulls_images", "make_driver", "network_mode_of", "validate_provider"]
 
 
 def validate_provider(name: str, options: Mapping[str, str]) -> None:
@@ -31,3 +31,8 @@ def network_mode_of(name: str, options: Mapping[str, str]) -> str:
     """The network mode image builds on the host engine should use for this provider."""
     row = row_for(name)
     return row.network_mode(row.parse_options(options))
+
+
+def backend_pulls_images(name: str) -> bool:
+    """Whether this provider's backend pulls registry images itself, so the host's Docker engine must not."""
+    return row_for(name).pulls_registry_images

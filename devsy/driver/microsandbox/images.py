@@ -1,7 +1,8 @@
 """What a sandbox boots: a rootfs directory, a Docker image loaded into msb, or a registry reference msb pulls.
 
-The runner prepares every image with the host's Docker engine (build or pull) and stays backend-agnostic; this
-module carries that image over: `docker save ID | msb load --tag devsy-image:sha256-<image id>`. The tag is the
+A registry image the host's Docker engine does not hold is pulled by msb itself (`msb pull`, over plain HTTP only for
+a loopback registry, as Docker allows; credentials are msb's reading of Docker's config). Builds and local images are
+prepared with the host's Docker engine, and this module carries them over: `docker save ID | msb load --tag devsy-image:sha256-<image id>`. The tag is the
 image's content digest, so a tag that moves on the host cannot change what a sandbox boots, and an image msb already
 holds under that digest is not loaded again.
 """
@@ -24,6 +25,7 @@ from devsy.driver.microsandbox.process import Terminator, stop_group
 from devsy.errors import BackendUnavailable, ImageError
 
 LOAD_TIMEOUT_S = 900.0
+PULL_TIMEOUT_S = 900.0
 INSPECT_TIMEOUT_S = 60.0
 _CHUNK = 1024 * 1024
 
@@ -31,9 +33,9 @@ _CHUNK = 1024 * 1024
 @dataclass(frozen=True)
 class ResolvedImage:
     ref: str  # what to pass to msb as IMAGE
-    pull: str  # msb's --pull policy: "never" for local images, "if-missing" for registry references
+    pull: str  # msb's --pull policy: always "never": a registry image was pulled before `msb run`
     source: str  # "rootfs", "docker" or "registry"
-    loaded: bool = False  # this call ran `msb load`
+    loaded: bool = False  # this call ran `msb load` (or `msb pull`)
 
 
 def is_rootfs_dir(image: str) -> bool:
@@ -46,7 +48,8 @@ def resolve_image(msb: MsbClient, image: str, *, built_locally: bool) -> Resolve
         return ResolvedImage(os.path.abspath(image), "never", "rootfs")
     api, image_id = _docker_image(image, required=built_locally)
     if api is None or image_id is None:
-        return ResolvedImage(image, "if-missing", "registry")  # not on this host: msb pulls it itself
+        pull_registry_image(msb, image)  # not on this host's engine: msb pulls it itself
+        return ResolvedImage(image, "never", "registry", loaded=True)
     try:
         tag = loaded_image_tag(image_id)
         if loaded_digest(msb, tag) == image_id:
@@ -60,6 +63,21 @@ def resolve_image(msb: MsbClient, image: str, *, built_locally: bool) -> Resolve
         raise ImageError(f"`msb load` of {image} reported success, but msb holds no image {tag} with its config "
                          "digest", hint="retry; if it persists, check `msb image ls` and free disk space in MSB_HOME")
     return ResolvedImage(tag, "never", "docker", loaded=True)
+
+
+def pull_registry_image(msb: MsbClient, image: str, timeout: float = PULL_TIMEOUT_S) -> None:
+    """`msb pull` the image (msb skips layers it already holds). `msb run --pull` has no --insecure, so the pull is
+    its own step, and a failure is reported as the image's, before any sandbox exists."""
+    # Imported here: the Docker SDK's reference parser, only for registry images.
+    from devsy.devcontainer.registry_image import is_loopback, parse_reference  # noqa: PLC0415
+
+    args = ["pull", "--quiet", *(["--insecure"] if is_loopback(parse_reference(image).registry) else []), image]
+    result = msb.run(args, action=f"pulling image {image} with msb", timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise ImageError(f"`msb pull {image}` failed (exit status {result.returncode}): "
+                         f"{error_summary(result.stderr) or 'no message'}",
+                         hint="check the image name and that its registry is reachable; for a private registry, "
+                         "`docker login REGISTRY` (msb reads Docker's credentials)")
 
 
 def _docker_image(image: str, *, required: bool) -> tuple[Any, str | None]:

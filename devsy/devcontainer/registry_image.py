@@ -1,0 +1,218 @@
+"""Reading an image's config (its USER) straight from its registry, for backends that pull images themselves.
+
+MicroSandbox pulls a registry image with `msb pull`, never through Docker, so the host cannot ask a Docker engine who
+the image's USER is (the default remoteUser). It reads the image's manifest and config blob from the registry
+instead, as the Go host does with go-containerregistry: two GETs (three for a multi-platform index), bounded.
+
+Why not the `oras` client library: oras 0.2.43 retries every failure five times with sleeps of 3 to 83 s and sets no
+request timeout (a refused credential hung for more than 120 s here), which breaks devsy's rule that every wait is
+bounded, and it only reads ~/.docker/config.json. Credentials come from docker-py's own resolver instead (DOCKER_CONFIG,
+~/.docker/config.json, credsStore and credHelpers): the same credentials `docker pull` and `msb pull` use. They are
+sent only to the registry (or the token realm it names), never printed, logged or stored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import platform
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import docker.auth
+import docker.utils
+import requests
+
+from devsy.errors import ImageError
+from devsy.redaction import redact_url
+
+REQUEST_TIMEOUT_S = 30.0
+_MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+_INDEX_TYPES = _MANIFEST_TYPES[:2]
+_DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+@dataclass(frozen=True)
+class RegistryImage:
+    ref: str
+    registry: str  # host[:port] as written in the reference ("docker.io" for Docker Hub)
+    insecure: bool  # plain HTTP: a loopback registry, as Docker allows by default
+    user: str  # the image config's USER ("" = root)
+    config_digest: str
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    registry: str
+    repository: str
+    reference: str  # a tag or a digest
+
+    @property
+    def insecure(self) -> bool:
+        return is_loopback(self.registry)
+
+    @property
+    def api_base(self) -> str:
+        host = "registry-1.docker.io" if self.registry in _DOCKER_HUB else self.registry
+        return f"{'http' if self.insecure else 'https'}://{host}/v2/{self.repository}"
+
+
+def is_loopback(registry: str) -> bool:
+    """Whether `registry` (host[:port]) is this machine: Docker's built-in insecure range, 127.0.0.0/8 (and ::1)."""
+    host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 or "]" in registry else registry
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_reference(ref: str) -> ImageReference:
+    name, reference = docker.utils.parse_repository_tag(ref)
+    registry, repository = docker.auth.resolve_repository_name(name)
+    if registry in _DOCKER_HUB and "/" not in repository:
+        repository = f"library/{repository}"
+    return ImageReference(registry, repository, reference or "latest")
+
+
+def read_image_config(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> RegistryImage:
+    """The USER of `ref`'s config for this host's platform, read from its registry. Raises ImageError naming the
+    image and the registry, with what to do."""
+    try:
+        parsed = parse_reference(ref)
+    except docker.errors.InvalidRepository as exc:
+        raise ImageError(f"image reference {ref!r} is not valid: {exc}", hint="fix `image` in devcontainer.json") \
+            from None
+    session = _RegistrySession(parsed, timeout)
+    with session:
+        manifest = session.get_json(f"manifests/{parsed.reference}", accept=_MANIFEST_TYPES, what="manifest")
+        if manifest.get("mediaType") in _INDEX_TYPES or "manifests" in manifest:
+            digest = _platform_manifest(manifest, ref)
+            manifest = session.get_json(f"manifests/{digest}", accept=_MANIFEST_TYPES[2:], what="manifest")
+        try:
+            config_digest = str(manifest["config"]["digest"])
+        except (KeyError, TypeError):
+            raise ImageError(f"registry {parsed.registry} answered for image {ref} with a manifest that names no "
+                             "config", hint="check that the reference names a container image") from None
+        config = session.get_json(f"blobs/{config_digest}", accept=("*/*",), what="image config")
+    user = str((config.get("config") or {}).get("User") or "")
+    return RegistryImage(ref, parsed.registry, parsed.insecure, user, config_digest)
+
+
+def _platform_manifest(index: dict[str, Any], ref: str) -> str:
+    arch = _ARCH.get(platform.machine(), platform.machine())
+    for entry in index.get("manifests") or []:
+        plat = entry.get("platform") or {}
+        if plat.get("os") == "linux" and plat.get("architecture") == arch:
+            return str(entry["digest"])
+    raise ImageError(f"image {ref} has no linux/{arch} variant",
+                     hint="use an image published for this machine's architecture")
+
+
+class _RegistrySession:
+    """One image's requests: answers the registry's 401 challenge once (Basic, or a Bearer token from its realm)."""
+
+    def __init__(self, ref: ImageReference, timeout: float) -> None:
+        self.ref, self.timeout = ref, timeout
+        self.http = requests.Session()
+        self.http.trust_env = False  # no proxies from the environment: credentials go to the registry alone
+        self.authorization: str | None = None
+
+    def __enter__(self) -> _RegistrySession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+
+    def get_json(self, path: str, *, accept: tuple[str, ...], what: str) -> dict[str, Any]:
+        url = f"{self.ref.api_base}/{path}"
+        response = self._get(url, accept)
+        if response.status_code == 401 and self.authorization is None:
+            self.authorization = self._answer_challenge(response.headers.get("WWW-Authenticate", ""))
+            response = self._get(url, accept)
+        self._raise_for(response, what)
+        try:
+            body = response.json()
+        except ValueError:
+            raise ImageError(f"registry {self.ref.registry} sent a {what} of image {self._image} that is not JSON",
+                             hint="check that the reference names a container image") from None
+        if not isinstance(body, dict):
+            raise ImageError(f"registry {self.ref.registry} sent an unexpected {what} for image {self._image}")
+        return body
+
+    @property
+    def _image(self) -> str:
+        return f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+
+    def _get(self, url: str, accept: tuple[str, ...]) -> requests.Response:
+        headers = {"Accept": ", ".join(accept)}
+        if self.authorization:
+            headers["Authorization"] = self.authorization
+        try:
+            return self.http.get(url, headers=headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ImageError(
+                f"registry {self.ref.registry} of image {self._image} could not be reached: "
+                f"{type(exc).__name__}: {redact_url(str(exc))}",
+                hint="check the image name and that the registry is reachable from this host",
+            ) from None
+
+    def _answer_challenge(self, challenge: str) -> str | None:
+        scheme, _, params = challenge.partition(" ")
+        username, password = self._credentials()
+        if scheme.lower() == "basic":
+            if username is None:
+                return None
+            return requests.auth._basic_auth_str(username, password or "")  # noqa: SLF001 - requests' own encoder
+        if scheme.lower() != "bearer":
+            return None
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
+        realm = fields.pop("realm", "")
+        if not realm:
+            return None
+        fields.setdefault("scope", f"repository:{self.ref.repository}:pull")
+        auth = (username, password or "") if username is not None else None
+        try:
+            response = self.http.get(realm, params=fields, auth=auth, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ImageError(f"the token service of registry {self.ref.registry} could not be reached: "
+                             f"{type(exc).__name__}", hint="check that the registry is reachable") from None
+        if response.status_code != 200:
+            return None  # the retried request then reports the registry's refusal
+        try:
+            token = response.json().get("token") or response.json().get("access_token")
+        except ValueError:
+            return None
+        return f"Bearer {token}" if token else None
+
+    def _credentials(self) -> tuple[str | None, str | None]:
+        config = docker.auth.load_config()
+        entry = docker.auth.resolve_authconfig(config, self.ref.registry) or {}
+        username = entry.get("username") or entry.get("Username")
+        password = entry.get("password") or entry.get("Password") or entry.get("IdentityToken")
+        return username, password
+
+    def _raise_for(self, response: requests.Response, what: str) -> None:
+        status = response.status_code
+        if status == 200:
+            return
+        if status in (401, 403):
+            raise ImageError(
+                f"registry {self.ref.registry} refused to give the {what} of image {self._image} "
+                f"(HTTP {status}: {'no credentials or wrong ones' if status == 401 else 'not allowed'})",
+                hint=f"log in with `docker login {self.ref.registry}` (devsy and msb use Docker's credentials); "
+                "devsy never prints them",
+            )
+        if status == 404:
+            raise ImageError(f"image {self._image} was not found in registry {self.ref.registry} ({what}: HTTP 404)",
+                             hint="check the image name and tag in devcontainer.json")
+        raise ImageError(f"registry {self.ref.registry} answered HTTP {status} for the {what} of image {self._image}",
+                         hint="retry; if it persists, check the registry")
