@@ -136,6 +136,21 @@ MANIFEST = Manifest(
             ),
         ),
         Suite(
+            name="images",
+            title="What an image carries (files, ENV, USER, WORKDIR) reaches the guest; a Dockerfile is built with "
+                  "its args and target, reused, rebuilt on --recreate and removed by delete",
+            cases=(
+                Case("image-only", "an image built by the case: its marker file (content, mode, owner), ENV and "
+                     "PATH reach devsy exec and ssh; remoteUser unset -> the image's USER; exec/ssh start in the "
+                     "workspace folder, PID 1 in the image's WORKDIR; containerEnv overrides and extends the image "
+                     "ENV; its values are never printed; delete leaves the user's image"),
+                Case("dockerfile-build", "build.args (a default overridden, one without default) and build.target "
+                     "reach the guest; a second up reuses the instance and its image; a changed arg with --recreate "
+                     "rebuilds; MicroSandbox boots the image loaded by digest; a token-like arg printed by the "
+                     "build is masked; delete removes every image devsy built for the workspace"),
+            ),
+        ),
+        Suite(
             name="resources",
             title="CPU and memory: what the guest sees, live resize, boot ceilings, invalid options",
             cases=(
