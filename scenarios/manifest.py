@@ -148,6 +148,11 @@ MANIFEST = Manifest(
                      "reach the guest; a second up reuses the instance and its image; a changed arg with --recreate "
                      "rebuilds; MicroSandbox boots the image loaded by digest; a token-like arg printed by the "
                      "build is masked; delete removes every image devsy built for the workspace"),
+                Case("registry-pull", "an image in an owned loopback registry that asks for credentials: without "
+                     "them up is an image error naming the registry and creates nothing; with `docker login` "
+                     "credentials (DOCKER_CONFIG) it is pulled (manifest reads counted), its marker, ENV and USER "
+                     "reach the guest; MicroSandbox: msb pulls it and the host's Docker engine holds it neither "
+                     "before nor after; the credentials are never printed"),
             ),
         ),
         Suite(

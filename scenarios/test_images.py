@@ -3,12 +3,15 @@
 The Go suite runs on MicroSandbox only and checks a marker file and an ENV value of a Docker-only image and of a
 Dockerfile build; here both run on every provider (Docker is the reference the microVM must match) and go on to
 what the spec decides from an image (USER, WORKDIR, containerEnv over ENV) and to the build's life cycle (args,
-target, reuse, --recreate, delete). Every image lives in the host's Docker engine, the one devsy prepares images
-with for every backend; MicroSandbox boots it loaded by its digest (devsy/driver/microsandbox/images.py).
+target, reuse, --recreate, delete). Built and local images live in the host's Docker engine, the one devsy prepares
+them with for every backend; MicroSandbox boots them loaded by digest (devsy/driver/microsandbox/images.py).
+registry-pull serves the image from an owned loopback registry that asks for credentials: the Docker engine pulls
+it for Docker; msb pulls it itself for MicroSandbox, and the host's engine never holds it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -19,6 +22,7 @@ from typing import Callable
 import docker
 import docker.errors
 
+from fixtures.oci_registry import OciRegistry
 from harness import case
 from harness.backends import LABEL_WORKSPACE, BackendInspector, BackendInstance
 from harness.backends.microsandbox import MicrosandboxInspector
@@ -283,3 +287,83 @@ def _remove_built(wid: str) -> None:
                 continue  # a parent of a layer not yet removed
     left = _built_images(wid, all_layers=True)
     assert not left, f"images built for {wid} could not be removed: {left}"
+
+
+# -- registry-pull ---------------------------------------------------------------------------------------------------
+REGISTRY_USER = "parity"
+MSB_REGISTRY_AGENT = "oci-client/"  # msb's registry client, as the registry's access log names it
+DOCKER_REGISTRY_AGENT = "docker/"
+
+
+def _docker_config(folder: Path, registry: OciRegistry, password: str | None) -> dict[str, str]:
+    """devsy's environment with a DOCKER_CONFIG that holds `docker login` credentials (none: an empty config)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    token = base64.b64encode(f"{REGISTRY_USER}:{password}".encode()).decode()
+    auths = {registry.host: {"auth": token}} if password else {}
+    (folder / "config.json").write_text(json.dumps({"auths": auths}))
+    (folder / "config.json").chmod(0o600)
+    return {"DOCKER_CONFIG": str(folder)}
+
+
+def _in_docker(ref: str) -> bool:
+    try:
+        _docker().images.get(ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def _up_with_env(devsy: DevsyHandle, source: Path, wid: str, env: dict[str, str]) -> tuple[Outcome, bytes]:
+    completed = devsy.run(*live_up_args(devsy, source, wid), env=env)
+    return parse_outcome(completed.stdout, completed.exit_code, devsy.log.records[-1]), completed.stdout + \
+        completed.stderr
+
+
+@case("images/registry-pull")
+def test_registry_pull(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
+    wid = case.workspace_id()
+    password = _token()
+    registry = OciRegistry(auth=(REGISTRY_USER, password))
+    case.cleanup.add("stop the case's OCI registry", registry.stop)
+    registry.start()
+    local = _parity_image(case, wid)
+    local_id = _docker().images.get(local).id
+    ref = registry.push(local, f"parity/{wid}:1")
+    repo = f"parity/{wid}"
+    case.cleanup.add(f"remove the pulled image {ref}", lambda: _remove_tag(ref))
+    _remove_tag(local)  # the engine now holds neither the name nor the content: a pull must fetch it
+    assert not _in_docker(ref) and not _in_docker(local_id), "the image is still in the host's Docker engine"
+    source = local_source(case)
+    write_config(source, {"image": ref})
+
+    # The registry asks for credentials: without any, up is refused as an image error, and nothing is created.
+    refused, printed = _up_with_env(devsy, source, wid, _docker_config(case.workdir / "no-login", registry, None))
+    error = refused.expect_error("image")
+    assert registry.host in error.message, f"the refusal does not name the registry: {error.message!r}"
+    assert backend.instances(wid) == [], f"a refused pull left an instance: {backend.instances(wid)}"
+    assert wid not in devsy.workspaces().listed, "a refused pull left a workspace record"
+
+    # With `docker login` credentials (Docker's config, which devsy and msb both read) the image is pulled.
+    registry.mark()
+    login = _docker_config(case.workdir / "login", registry, password)
+    pulled, printed_ok = _up_with_env(devsy, source, wid, login)
+    assert_running(pulled.ws())
+    assert pulled.ws().remote_user == "dev", "remoteUser unset should follow the pulled image's USER dev"
+    assert _guest(devsy, wid, f"cat {MARKER}; printenv DEVSY_IMAGE_PARITY") == ("image-parity\nimage-parity\n",) * 2
+    reads = [r for r in registry.requests() if r.path.startswith(f"/v2/{repo}/manifests/") and r.status == 200
+             and r.method in ("GET", "HEAD")]
+    assert reads, f"no manifest of {repo} was read from the registry: {registry.requests()}"
+    case.record_figure("manifest_reads", len(reads))
+    pullers = {r.user_agent.split(" ")[0] for r in reads}
+    if provider.backend == "microsandbox":
+        # msb pulls it itself; the host's engine never holds it, before or after (the host read only the config).
+        assert any(r.user_agent.startswith(MSB_REGISTRY_AGENT) for r in reads), f"msb did not pull: {pullers}"
+        assert not any(DOCKER_REGISTRY_AGENT in r.user_agent for r in reads), f"Docker pulled it: {pullers}"
+        assert not _in_docker(ref) and not _in_docker(local_id), "the image reached the host's Docker engine"
+    else:
+        assert any(DOCKER_REGISTRY_AGENT in r.user_agent for r in reads), f"the engine did not pull: {pullers}"
+    for text, what in ((printed, "the refused up"), (printed_ok, "the up that pulled")):
+        _assert_not_printed(password, text, what)
+        _assert_not_printed(base64.b64encode(f"{REGISTRY_USER}:{password}".encode()).decode(), text, what)
+    devsy.delete(wid).expect_success()
+    assert backend.instances(wid) == [], f"delete left the instance: {backend.instances(wid)}"
