@@ -204,8 +204,14 @@ def write_merged(parts: list[Part], manifest: Manifest, out: Path, command: list
     report = merge(parts, manifest, command)  # a refusal raises before anything is written
     out = out.resolve()
     relocation = relocate_diagnostics(parts, report, out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))  # same filesystem: renames
+    if out.exists() and not out.is_dir():
+        raise MergeWriteFailed(f"cannot write the merged report: {out} exists and is not a directory; "
+                               "choose another OUT")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))  # same filesystem: renames
+    except OSError as exc:
+        raise MergeWriteFailed(f"cannot write the merged report next to {out}: {exc}; {out} is unchanged") from exc
     try:
         try:
             for source, target in relocation.copies:

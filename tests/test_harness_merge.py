@@ -330,3 +330,18 @@ def test_a_merge_that_cannot_copy_a_shards_diagnostics_leaves_out_as_it_was(
     assert _diagnostics_bytes(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "out", "small_manifest.py", "two"], \
         "the merge left a staging folder behind"
+
+
+def test_a_merge_into_a_file_or_an_unwritable_place_says_why_and_changes_nothing(
+        tmp_path: Path, small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one, two = _shard(tmp_path, small, "one", ["one"]), _shard(tmp_path, small, "two", ["two"])
+    a_file = tmp_path / "out-file"
+    a_file.write_text("mine\n")
+    assert merge_main([str(a_file), str(one), str(two)]) == 2
+    said = capsys.readouterr().out
+    assert "is not a directory" in said and "Traceback" not in said, said
+    assert a_file.read_text() == "mine\n"
+    blocked = a_file / "nested" / "out"  # its parent cannot be made: a file is in the way
+    assert merge_main([str(blocked), str(one), str(two)]) == 2
+    said = capsys.readouterr().out
+    assert "cannot write the merged report" in said and "unchanged" in said, said
