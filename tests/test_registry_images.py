@@ -49,12 +49,12 @@ def private_registry() -> Iterator[OciRegistry]:
         yield started
 
 
-def _docker_config(tmp_path: Path, registry: OciRegistry | None) -> Path:
+def _docker_config(tmp_path: Path, registry: OciRegistry | None, password: str = PASSWORD) -> Path:
     """A DOCKER_CONFIG folder holding `docker login` credentials for `registry` (none: an empty config)."""
     folder = tmp_path / f"docker-config-{secrets.token_hex(3)}"
     folder.mkdir()
     auths = {} if registry is None else {
-        registry.host: {"auth": base64.b64encode(f"alice:{PASSWORD}".encode()).decode()}}
+        registry.host: {"auth": base64.b64encode(f"alice:{password}".encode()).decode()}}
     (folder / "config.json").write_text(json.dumps({"auths": auths}))
     return folder
 
@@ -96,9 +96,16 @@ def test_a_private_registry_uses_dockers_credentials_and_never_shows_them(privat
         read_image_config(ref)
     text = f"{refused.value.message} {refused.value.hint}"
     assert "HTTP 401" in text and f"docker login {private_registry.host}" in text, text
+    wrong = "wr0ng-pa55-never-shown"
+    monkeypatch.setenv("DOCKER_CONFIG", str(_docker_config(tmp_path, private_registry, wrong)))
+    with pytest.raises(ImageError) as rejected:
+        read_image_config(ref)  # the credentials were sent, and refused: nothing of them may come back
+    said = f"{rejected.value.message} {rejected.value.hint}"
+    assert "HTTP 401" in said, said
+    for secret in (wrong, base64.b64encode(f"alice:{wrong}".encode()).decode()):
+        assert secret not in said
     monkeypatch.setenv("DOCKER_CONFIG", str(_docker_config(tmp_path, private_registry)))
     assert read_image_config(ref).user == ""
-    assert PASSWORD not in text
 
 
 def test_an_unreachable_registry_fails_at_once_with_a_clear_error() -> None:
