@@ -1,8 +1,9 @@
-"""Reading an image's config (its USER) straight from its registry, for backends that pull images themselves.
+"""Reading an image's config (its USER) and layers straight from its registry, for backends that pull images themselves.
 
 MicroSandbox pulls a registry image with `msb pull`, never through Docker, so the host cannot ask a Docker engine who
 the image's USER is (the default remoteUser). It reads the image's manifest and config blob from the registry
-instead, as the Go host does with go-containerregistry: two GETs (three for a multi-platform index), bounded.
+instead, as the Go host does with go-containerregistry: two GETs (three for a multi-platform index), bounded. The
+layers are streamed the same way (top layer first), for reading the image's accounts before msb boots it.
 
 Why not the `oras` client library: oras 0.2.43 retries every failure five times with sleeps of 3 to 83 s and sets no
 request timeout (a refused credential hung for more than 120 s here), which breaks devsy's rule that every wait is
@@ -13,11 +14,13 @@ sent only to the registry (or the token realm it names), never printed, logged o
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import platform
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import docker.auth
 import docker.utils
@@ -86,17 +89,9 @@ def parse_reference(ref: str) -> ImageReference:
 def read_image_config(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> RegistryImage:
     """The USER of `ref`'s config for this host's platform, read from its registry. Raises ImageError naming the
     image and the registry, with what to do."""
-    try:
-        parsed = parse_reference(ref)
-    except docker.errors.InvalidRepository as exc:
-        raise ImageError(f"image reference {ref!r} is not valid: {exc}", hint="fix `image` in devcontainer.json") \
-            from None
-    session = _RegistrySession(parsed, timeout)
-    with session:
-        manifest = session.get_json(f"manifests/{parsed.reference}", accept=_MANIFEST_TYPES, what="manifest")
-        if manifest.get("mediaType") in _INDEX_TYPES or "manifests" in manifest:
-            digest = _platform_manifest(manifest, ref)
-            manifest = session.get_json(f"manifests/{digest}", accept=_MANIFEST_TYPES[2:], what="manifest")
+    parsed = _parse(ref)
+    with _RegistrySession(parsed, timeout) as session:
+        manifest = _image_manifest(session, ref)
         try:
             config_digest = str(manifest["config"]["digest"])
         except (KeyError, TypeError):
@@ -105,6 +100,38 @@ def read_image_config(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> Regist
         config = session.get_json(f"blobs/{config_digest}", accept=("*/*",), what="image config")
     user = str((config.get("config") or {}).get("User") or "")
     return RegistryImage(ref, parsed.registry, parsed.insecure, user, config_digest)
+
+
+@contextlib.contextmanager
+def open_layers(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[Iterator[IO[bytes]]]:
+    """`ref`'s layer blobs for this host's platform, top layer first, each a stream opened only when the caller gets
+    to it (so a caller that stops early downloads no more layers). Compression is the blob's own (tar or gzip)."""
+    parsed = _parse(ref)
+    with _RegistrySession(parsed, timeout) as session:
+        manifest = _image_manifest(session, ref)
+        layers = manifest.get("layers")
+        if not isinstance(layers, list):
+            raise ImageError(f"registry {parsed.registry} answered for image {ref} with a manifest that lists no "
+                             "layers", hint="check that the reference names a container image")
+        yield (session.open_blob(str(layer.get("digest", "")), str(layer.get("mediaType", "")))
+               for layer in reversed(layers))
+
+
+def _parse(ref: str) -> ImageReference:
+    try:
+        return parse_reference(ref)
+    except docker.errors.InvalidRepository as exc:
+        raise ImageError(f"image reference {ref!r} is not valid: {exc}", hint="fix `image` in devcontainer.json") \
+            from None
+
+
+def _image_manifest(session: _RegistrySession, ref: str) -> dict[str, Any]:
+    """The image manifest of `ref` for this host's platform (through the index of a multi-platform image)."""
+    manifest = session.get_json(f"manifests/{session.ref.reference}", accept=_MANIFEST_TYPES, what="manifest")
+    if manifest.get("mediaType") in _INDEX_TYPES or "manifests" in manifest:
+        digest = _platform_manifest(manifest, ref)
+        manifest = session.get_json(f"manifests/{digest}", accept=_MANIFEST_TYPES[2:], what="manifest")
+    return manifest
 
 
 def _platform_manifest(index: dict[str, Any], ref: str) -> str:
@@ -125,20 +152,18 @@ class _RegistrySession:
         self.http = requests.Session()
         self.http.trust_env = False  # no proxies from the environment: credentials go to the registry alone
         self.authorization: str | None = None
+        self.opened: list[requests.Response] = []  # streamed blobs, closed with the session
 
     def __enter__(self) -> _RegistrySession:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for response in self.opened:
+            response.close()
         self.http.close()
 
     def get_json(self, path: str, *, accept: tuple[str, ...], what: str) -> dict[str, Any]:
-        url = f"{self.ref.api_base}/{path}"
-        response = self._get(url, accept)
-        if response.status_code == 401 and self.authorization is None:
-            self.authorization = self._answer_challenge(response.headers.get("WWW-Authenticate", ""))
-            response = self._get(url, accept)
-        self._raise_for(response, what)
+        response = self._authorized_get(path, accept, what)
         try:
             body = response.json()
         except ValueError:
@@ -148,16 +173,42 @@ class _RegistrySession:
             raise ImageError(f"registry {self.ref.registry} sent an unexpected {what} for image {self._image}")
         return body
 
+    def open_blob(self, digest: str, media_type: str) -> IO[bytes]:
+        """A layer blob as a stream of its stored bytes (each read bounded by the request timeout)."""
+        if "zstd" in media_type:  # Python's tarfile reads tar and gzip only
+            raise ImageError(f"image {self._image} has a zstd-compressed layer; devsy cannot read its accounts",
+                             hint="set remoteUser to UID:GID in devcontainer.json, or publish the image with gzip "
+                             "layers")
+        response = self._authorized_get(f"blobs/{digest}", ("*/*",), "layer", stream=True)
+        self.opened.append(response)
+        response.raw.decode_content = False  # the layer's own gzip is the tar reader's, not HTTP's
+        return response.raw
+
+    def _authorized_get(self, path: str, accept: tuple[str, ...], what: str, *,
+                        stream: bool = False) -> requests.Response:
+        url = f"{self.ref.api_base}/{path}"
+        response = self._get(url, accept, stream=stream)
+        if response.status_code == 401 and self.authorization is None:
+            response.close()
+            self.authorization = self._answer_challenge(response.headers.get("WWW-Authenticate", ""))
+            response = self._get(url, accept, stream=stream)
+        try:
+            self._raise_for(response, what)
+        except ImageError:
+            response.close()
+            raise
+        return response
+
     @property
     def _image(self) -> str:
         return f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
 
-    def _get(self, url: str, accept: tuple[str, ...]) -> requests.Response:
+    def _get(self, url: str, accept: tuple[str, ...], *, stream: bool = False) -> requests.Response:
         headers = {"Accept": ", ".join(accept)}
         if self.authorization:
             headers["Authorization"] = self.authorization
         try:
-            return self.http.get(url, headers=headers, timeout=self.timeout)
+            return self.http.get(url, headers=headers, timeout=self.timeout, stream=stream)
         except requests.RequestException as exc:
             raise ImageError(
                 f"registry {self.ref.registry} of image {self._image} could not be reached: "
