@@ -13,7 +13,7 @@ from devsy.devcontainer.config import (
     image_only_config,
     load_config,
 )
-from devsy.driver.base import HostRequirements, Mount, MountType
+from devsy.driver.base import GpuRequirement, HostRequirements, Mount, MountType
 from devsy.errors import ConfigError
 
 
@@ -229,7 +229,7 @@ def test_unsupported_keys_are_refused(workspace: Path, key: str, value: Any) -> 
         ({"memory": "512mb"}, HostRequirements(None, 512 * 2**20, None)),
         ({"memory": "8GB", "storage": "1tb"}, HostRequirements(None, 8 * 2**30, 2**40)),
         ({"memory": "64kb", "storage": "1000"}, HostRequirements(None, 64 * 1024, 1000)),
-        ({"gpu": "optional"}, HostRequirements()),
+        ({"gpu": "optional"}, HostRequirements(gpu=GpuRequirement.OPTIONAL)),
     ],
 )
 def test_host_requirements(workspace: Path, requirements: dict[str, Any], expected: HostRequirements) -> None:

@@ -15,7 +15,7 @@ from devsy.devcontainer.jsonc import json_type_name, load_jsonc
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand, parse_lifecycle_command
 from devsy.devcontainer.mounts import parse_mount
 from devsy.devcontainer.variables import SubstitutionContext, substitute
-from devsy.driver.base import HostRequirements, Mount
+from devsy.driver.base import GpuRequirement, HostRequirements, Mount
 from devsy.errors import ConfigError
 
 CONFIG_LOCATIONS = (Path(".devcontainer") / "devcontainer.json", Path(".devcontainer.json"))
@@ -55,6 +55,13 @@ class DevContainerConfig:
     workspace_mount: Mount | None = None  # None: the runner's default bind of the workspace folder
     override_command: bool = True
     host_requirements: HostRequirements = field(default_factory=HostRequirements)
+    # Container settings (devcontainer.json capAdd, securityOpt, privileged, init); None = not written.
+    cap_add: list[str] = field(default_factory=list)
+    security_opt: list[str] = field(default_factory=list)
+    privileged: bool | None = None
+    init: bool | None = None
+    # What devsy read but cannot act on (said once each by `devsy up`, never dropped silently).
+    warnings: list[str] = field(default_factory=list)
     on_create_command: LifecycleCommand | None = None
     post_create_command: LifecycleCommand | None = None
     post_start_command: LifecycleCommand | None = None
@@ -131,6 +138,7 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
             hint='Add "image": "<name>" or "build": {"dockerfile": "Dockerfile"}.',
         )
     workspace_mount = raw.get("workspaceMount")
+    warnings: list[str] = []
     return DevContainerConfig(
         path=path,
         workspace_folder=workspace_folder,
@@ -144,7 +152,12 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         mounts=[parse_mount(item, f"{path}: mounts[{i}]") for i, item in enumerate(_opt_list(raw, "mounts", path))],
         workspace_mount=parse_mount(workspace_mount, f"{path}: workspaceMount") if workspace_mount else None,
         override_command=_opt_bool(raw, "overrideCommand", path, default=True),
-        host_requirements=_host_requirements(raw, path),
+        host_requirements=_host_requirements(raw, path, warnings),
+        cap_add=_str_list(raw, "capAdd", path),
+        security_opt=_str_list(raw, "securityOpt", path),
+        privileged=_opt_tristate(raw, "privileged", path),
+        init=_opt_tristate(raw, "init", path),
+        warnings=warnings,
         on_create_command=parse_lifecycle_command("onCreateCommand", raw.get("onCreateCommand"), where=str(path)),
         post_create_command=parse_lifecycle_command("postCreateCommand", raw.get("postCreateCommand"), where=str(path)),
         post_start_command=parse_lifecycle_command("postStartCommand", raw.get("postStartCommand"), where=str(path)),
@@ -189,7 +202,7 @@ def _build_section(raw: dict[str, Any], path: Path) -> BuildConfig | None:
     )
 
 
-def _host_requirements(raw: dict[str, Any], path: Path) -> HostRequirements:
+def _host_requirements(raw: dict[str, Any], path: Path, warnings: list[str]) -> HostRequirements:
     section = _opt_dict(raw, "hostRequirements", path)
     cpus = section.get("cpus")
     if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
@@ -201,17 +214,58 @@ def _host_requirements(raw: dict[str, Any], path: Path) -> HostRequirements:
         cpus=cpus,
         memory_bytes=_size(section, "memory", path),
         storage_bytes=_size(section, "storage", path),
+        gpu=_gpu(section, path, warnings),
     )
 
 
-def _size(section: dict[str, Any], key: str, path: Path) -> int | None:
+def _gpu(section: dict[str, Any], path: Path, warnings: list[str]) -> GpuRequirement:
+    """hostRequirements.gpu: true | false | "optional" | {cores, memory}.
+
+    The object form asks for a GPU of some size. No backend devsy drives can measure a GPU's cores or memory (the
+    Docker engine only says whether it has a GPU runtime), so the object means "a GPU is required": its fields are
+    checked for form, and `devsy up` warns that their sizes are not verified.
+    """
+    value = section.get("gpu")
+    if value is None:
+        return GpuRequirement.UNSET
+    if isinstance(value, bool):
+        return GpuRequirement.REQUIRED if value else GpuRequirement.FALSE
+    if value == "optional":
+        return GpuRequirement.OPTIONAL
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f'{path}: "hostRequirements.gpu" must be true, false, "optional" or an object '
+            f'{{"cores": N, "memory": "SIZE"}}, got {json_type_name(value)}',
+            hint='Write "gpu": true (required), "gpu": "optional", or "gpu": {"cores": 1000, "memory": "8gb"}.',
+        )
+    cores = value.get("cores")
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
+        raise ConfigError(
+            f'{path}: "hostRequirements.gpu.cores" must be a whole number of at least 1',
+            hint='Write it as a number, e.g. "cores": 1000.',
+        )
+    _size(value, "memory", path, "hostRequirements.gpu.")
+    unknown = sorted(set(value) - {"cores", "memory"})
+    if unknown:
+        raise ConfigError(
+            f'{path}: "hostRequirements.gpu" has unknown properties: {", ".join(unknown)}',
+            hint='The object form takes "cores" and "memory" only.',
+        )
+    sized = [f"gpu.{key}" for key in ("cores", "memory") if key in value]
+    if sized:
+        warnings.append(f"hostRequirements.{' and '.join(sized)} cannot be checked: devsy requires a GPU but does "
+                        "not verify its size")
+    return GpuRequirement.REQUIRED
+
+
+def _size(section: dict[str, Any], key: str, path: Path, prefix: str = "hostRequirements.") -> int | None:
     value = section.get(key)
     if value is None:
         return None
     match = _SIZE.match(value.strip()) if isinstance(value, str) else None
     if match is None:
         raise ConfigError(
-            f'{path}: "hostRequirements.{key}" must be a size such as "4gb" or "512mb"',
+            f'{path}: "{prefix}{key}" must be a size such as "4gb" or "512mb"',
             hint="Use a whole number with an optional kb, mb, gb or tb suffix (units of 1024).",
         )
     unit = match.group(2)
@@ -246,6 +300,24 @@ def _opt_bool(raw: dict[str, Any], key: str, path: Path, *, default: bool) -> bo
     if not isinstance(value, bool):
         raise _type_error(path, key, "true or false", value)
     return value
+
+
+def _opt_tristate(raw: dict[str, Any], key: str, path: Path) -> bool | None:
+    """A bool whose absence means "the backend's default" (kept apart from an explicit false)."""
+    value = raw.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise _type_error(path, key, "true or false", value)
+    return value
+
+
+def _str_list(raw: dict[str, Any], key: str, path: Path) -> list[str]:
+    items = _opt_list(raw, key, path)
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise _type_error(path, f"{key}[{index}]", "a string", item)
+        if not item.strip():
+            raise ConfigError(f'{path}: "{key}[{index}]" is empty', hint=f'Remove the empty entry from "{key}".')
+    return list(items)
 
 
 def _opt_list(raw: dict[str, Any], key: str, path: Path) -> list[Any]:

@@ -51,11 +51,21 @@ class Mount:
     read_only: bool = False
 
 
+class GpuRequirement(str, Enum):
+    """hostRequirements.gpu; UNSET (not written) is kept apart from FALSE (written `false`), as on the wire."""
+
+    UNSET = "unset"
+    FALSE = "false"
+    OPTIONAL = "optional"  # use GPUs if the backend has them, else go on without (with a warning)
+    REQUIRED = "required"  # `true`, or the spec's object form: refuse before anything is created if there are none
+
+
 @dataclass(frozen=True)
 class HostRequirements:
     cpus: int | None = None
     memory_bytes: int | None = None
     storage_bytes: int | None = None
+    gpu: GpuRequirement = GpuRequirement.UNSET
 
 
 @dataclass
@@ -74,6 +84,12 @@ class RunOptions:
     host_requirements: HostRequirements = field(default_factory=HostRequirements)
     image_built_locally: bool = False
     allow_recreate: bool = False
+    # devcontainer.json capAdd, securityOpt, privileged, init. None = not written (the backend's default), which
+    # the protocol's `optional bool` keeps apart from an explicit false.
+    cap_add: list[str] = field(default_factory=list)
+    security_opt: list[str] = field(default_factory=list)
+    privileged: bool | None = None
+    init: bool | None = None
 
 
 @dataclass(frozen=True)

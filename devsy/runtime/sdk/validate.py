@@ -66,11 +66,10 @@ def run_request(request: pb.RunImageRequest, caps: Capabilities, architecture: C
         _mount(request.workspace_mount, caps, "the workspace mount")
     for index, mount in enumerate(request.mounts):
         _mount(mount, caps, f"mount #{index + 1}")
+    # cap_add, security_opt, privileged, init and hostRequirements.gpu reach the driver, which applies them or
+    # refuses/ignores them itself (devsy/driver/gpu.py); user-namespace mapping no SDK driver offers.
     unsupported = [name for name, value in (
-        ("cap_add", request.cap_add), ("security_opt", request.security_opt), ("userns", request.userns),
-        ("uid_map", request.uid_map), ("gid_map", request.gid_map),
-        ("privileged", request.HasField("privileged") and request.privileged),
-        ("init", request.HasField("init") and request.init)) if value]
+        ("userns", request.userns), ("uid_map", request.uid_map), ("gid_map", request.gid_map)) if value]
     if unsupported:
         raise Unsupported(f"this runtime does not support {', '.join(unsupported)}",
                           hint="remove these settings from the devcontainer configuration")
@@ -80,9 +79,6 @@ def run_request(request: pb.RunImageRequest, caps: Capabilities, architecture: C
     req = request.host_requirements
     if req.cpus < 0 or req.memory_bytes < 0 or req.storage_bytes < 0:
         raise InvalidArgument("host requirements must not be negative", hint="fix hostRequirements")
-    if req.gpu.value == pb.GPU_REQUIREMENT_VALUE_REQUIRED:
-        raise Unsupported("the workspace requires a GPU, which this runtime does not offer",
-                          hint="set hostRequirements.gpu to optional or false, or use a runtime with GPUs")
     return run_options(request)
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from devsy.driver.base import Capabilities, ContainerDetails, HostRequirements, InstanceMount, InstanceStatus, \
-    Mount, MountType, RunOptions
+from devsy.driver.base import Capabilities, ContainerDetails, GpuRequirement, HostRequirements, InstanceMount, \
+    InstanceStatus, Mount, MountType, RunOptions
 from devsy.runtime.wire.errors import RuntimeProtocolError
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 MOUNT_TYPE_TO_PB = {MountType.BIND: pb.MOUNT_TYPE_BIND, MountType.VOLUME: pb.MOUNT_TYPE_VOLUME,
                     MountType.TMPFS: pb.MOUNT_TYPE_TMPFS}
 MOUNT_TYPE_FROM_PB = {v: k for k, v in MOUNT_TYPE_TO_PB.items()}
+GPU_TO_PB = {GpuRequirement.UNSET: pb.GPU_REQUIREMENT_VALUE_UNSPECIFIED, GpuRequirement.FALSE: pb.GPU_REQUIREMENT_VALUE_FALSE,
+             GpuRequirement.OPTIONAL: pb.GPU_REQUIREMENT_VALUE_OPTIONAL,
+             GpuRequirement.REQUIRED: pb.GPU_REQUIREMENT_VALUE_REQUIRED}
+GPU_FROM_PB = {v: k for k, v in GPU_TO_PB.items()}
 
 
 def details_to_pb(details: ContainerDetails) -> pb.ContainerDetails:
@@ -55,9 +59,16 @@ def run_request(workspace_id: str, options: RunOptions) -> pb.RunImageRequest:
         labels=[f"{k}={v}" for k, v in sorted(options.labels.items())],
         mounts=[mount_to_pb(m) for m in options.mounts],
         host_requirements=pb.HostRequirements(cpus=req.cpus or 0, memory_bytes=req.memory_bytes or 0,
-                                              storage_bytes=req.storage_bytes or 0),
+                                              storage_bytes=req.storage_bytes or 0,
+                                              gpu=pb.GpuRequirement(value=GPU_TO_PB[req.gpu])),
         remote_user=options.remote_user, allow_recreate=options.allow_recreate,
+        cap_add=options.cap_add, security_opt=options.security_opt,
     )
+    # `optional bool`: left unset when devcontainer.json does not say, so the provider's default applies.
+    if options.privileged is not None:
+        request.privileged = options.privileged
+    if options.init is not None:
+        request.init = options.init
     if options.workspace_mount is not None:
         request.workspace_mount.CopyFrom(mount_to_pb(options.workspace_mount))
     return request
@@ -73,8 +84,12 @@ def run_options(request: pb.RunImageRequest) -> RunOptions:
         env=dict(request.environment), labels=labels,
         mounts=[_mount(m) for m in request.mounts],
         host_requirements=HostRequirements(cpus=req.cpus or None, memory_bytes=req.memory_bytes or None,
-                                           storage_bytes=req.storage_bytes or None),
+                                           storage_bytes=req.storage_bytes or None,
+                                           gpu=GPU_FROM_PB.get(req.gpu.value, GpuRequirement.UNSET)),
         image_built_locally=request.image_built_locally, allow_recreate=request.allow_recreate,
+        cap_add=list(request.cap_add), security_opt=list(request.security_opt),
+        privileged=request.privileged if request.HasField("privileged") else None,
+        init=request.init if request.HasField("init") else None,
     )
     if request.HasField("workspace_mount"):
         options.workspace_mount = _mount(request.workspace_mount)
