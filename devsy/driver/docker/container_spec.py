@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import docker.types
@@ -17,6 +18,12 @@ from devsy.driver.base import (
     RunOptions,
 )
 from devsy.driver.docker.options import DockerOptions
+from devsy.driver.gpu import GpuPlan, plan_gpu
+
+# The engine's runtimes that give containers GPUs (what the devcontainers CLI looks for in `docker info`).
+GPU_RUNTIMES = ("nvidia",)
+ENGINE = "this Docker engine"
+
 
 def container_name(workspace_id: str) -> str:
     return f"devsy-{workspace_id}"
@@ -26,8 +33,23 @@ def owned_labels(workspace_id: str, extra: dict[str, str]) -> dict[str, str]:
     return {**extra, LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id}
 
 
-def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOptions) -> dict[str, Any]:
-    """Keyword arguments for `client.containers.create` (env values stay inside; never log this dict)."""
+def engine_has_gpu(info: Mapping[str, Any]) -> bool:
+    """Whether the engine (its `docker info`) has a GPU runtime."""
+    return any(name in (info.get("Runtimes") or {}) for name in GPU_RUNTIMES)
+
+
+def gpu_device_requests() -> list[docker.types.DeviceRequest]:
+    """Every GPU of the engine, as `docker run --gpus all` asks for them (the devcontainers CLI's choice)."""
+    return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+
+
+def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOptions,
+                  engine_info: Callable[[], Mapping[str, Any]] = dict) -> dict[str, Any]:
+    """Keyword arguments for `client.containers.create` (env values stay inside; never log this dict).
+
+    `engine_info` (the engine's `docker info`) is read only when the config wants a GPU; a required GPU the engine
+    cannot give is a ConfigError here, before anything is created."""
+    gpu = plan_gpu(options.host_requirements.gpu, lambda: engine_has_gpu(engine_info()), ENGINE)
     mounts: list[docker.types.Mount] = []
     tmpfs: dict[str, str] = {}
     for mount in ([options.workspace_mount] if options.workspace_mount else []) + list(options.mounts):
@@ -58,6 +80,24 @@ def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOption
         kwargs["nano_cpus"] = req.cpus * 1_000_000_000
     if req.memory_bytes:
         kwargs["mem_limit"] = req.memory_bytes
+    kwargs.update(_security_kwargs(options, gpu))
+    return kwargs
+
+
+def _security_kwargs(options: RunOptions, gpu: GpuPlan) -> dict[str, Any]:
+    """capAdd, securityOpt, privileged, init and GPUs as `docker run` --cap-add/--security-opt/--privileged/--init/
+    --gpus all apply them; a setting devcontainer.json does not write keeps the engine's default."""
+    kwargs: dict[str, Any] = {}
+    if options.cap_add:
+        kwargs["cap_add"] = list(options.cap_add)
+    if options.security_opt:
+        kwargs["security_opt"] = list(options.security_opt)
+    if options.privileged is not None:
+        kwargs["privileged"] = options.privileged
+    if options.init is not None:
+        kwargs["init"] = options.init
+    if gpu.request:
+        kwargs["device_requests"] = gpu_device_requests()
     return kwargs
 
 

@@ -88,7 +88,7 @@ class DockerDriver:
             raise AlreadyExists(f"workspace {workspace_id} already has a container",
                                 hint="use `devsy up --recreate` to replace it")
         self._require_image(options.image)
-        kwargs = container_spec.create_kwargs(workspace_id, options, self.options)
+        kwargs = container_spec.create_kwargs(workspace_id, options, self.options, engine_info=self._engine_info)
         created_volumes: list[Any] = []
         if existing is not None:
             # Replacement: the new container is created under a temporary name first, so a configuration the engine
@@ -116,6 +116,10 @@ class DockerDriver:
                     volume.remove(force=True)
             raise
         return container_spec.details(container)
+
+    def _engine_info(self) -> dict[str, Any]:
+        with engine_errors("reading the Docker engine's runtimes (for hostRequirements.gpu)"):
+            return self.client.info()
 
     def _require_image(self, image: str) -> None:
         with engine_errors(f"looking up image {image}"):
