@@ -45,6 +45,14 @@ class Progress:
         self._target = _TextTarget(self._stream)
         self._raw = RedactingWriter(self._target, configured_secrets())  # type: ignore[arg-type]
         self._registered = registered_count()
+        # Every warning given, in order: `devsy up --json` reports them in its outcome ("warnings").
+        self.warnings: list[str] = []
+
+    def warn(self, text: str) -> None:
+        """Tell the user something devsy read but cannot do (once per call), and keep it for the outcome."""
+        text = redact_text(text, self._secrets())
+        self.warnings.append(text)
+        self.info(f"warning: {text}")
 
     def info(self, text: str) -> None:
         if not self._quiet:

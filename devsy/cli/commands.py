@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from devsy.cli.outcome import emit_success, workspace_json
+from devsy.cli.outcome import emit_error, emit_success, workspace_json
 from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
-from devsy.errors import Cancelled, UsageError
+from devsy.errors import Cancelled, DevsyError, UsageError
 from devsy.progress import Progress
-from devsy.redaction import RedactingWriter, configured_secrets
+from devsy.redaction import RedactingWriter, configured_secrets, redact_error
 from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
 
 
@@ -38,9 +38,17 @@ def _up(args: argparse.Namespace) -> int:
         workspace_id=args.workspace_id, provider=args.provider, provider_options=dict(args.provider_option),
         recreate=args.recreate,
     )
-    result = up(request, Progress())
+    progress = Progress()
+    try:
+        result = up(request, progress)
+    except DevsyError as exc:
+        if not progress.warnings:
+            raise
+        # The warnings were printed already; the --json error outcome carries them as a success would.
+        return emit_error("up", args.json, redact_error(exc), warnings=progress.warnings)
     record = result.record
-    payload = {"workspace": workspace_json(record, result.instance, _content_dir(home, record), reused=result.reused)}
+    payload = {"workspace": workspace_json(record, result.instance, _content_dir(home, record), reused=result.reused),
+               "warnings": progress.warnings}
     human = f"workspace {record.id} is {result.instance.status.value}; enter it with `ssh {record.id}.devsy`"
     return emit_success("up", args.json, payload, human)
 

@@ -45,11 +45,13 @@ def emit_success(command: str, as_json: bool, payload: dict[str, Any], human: st
     return 0
 
 
-def emit_error(command: str, as_json: bool, error: DevsyError) -> int:
+def emit_error(command: str, as_json: bool, error: DevsyError, warnings: list[str] | None = None) -> int:
+    """`warnings`: what the command warned about before it failed (`up`: the same list a success reports)."""
     if as_json:
         # `type` is the error's kind, unique per class (the registry in devsy.errors): scripts classify by it.
         body = {"type": error.kind, "message": error.message, "hint": error.hint}
-        print(json.dumps({"outcome": "error", "command": command, "error": body}), flush=True)
+        extra = {"warnings": warnings} if warnings else {}
+        print(json.dumps({"outcome": "error", "command": command, "error": body, **extra}), flush=True)
     print(f"devsy {command}: error: {error.message}", file=sys.stderr)
     if error.hint:
         print(f"  hint: {error.hint}", file=sys.stderr)

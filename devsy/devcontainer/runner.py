@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devsy.devcontainer.backend_settings import backend_warnings
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hooks import CREATE_HOOKS, run_create_hooks, run_start_hooks
 from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
@@ -192,6 +193,9 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
             _run_create_hooks(driver, record, label, config, user, paths, attempt, progress)
         record.remote_user = user
         return found, True
+    # Before the image is prepared: a GPU the backend cannot give refuses the up while nothing exists yet.
+    for warning in backend_warnings(record.provider, record.provider_options, config):
+        progress.warn(warning)
     image = prepare_image(config, record.id, network_mode=network_mode_of(driver.name, record.provider_options),
                           progress=progress, backend_pulls=backend_pulls_images(driver.name))
     user = remote_user(config, image.user)
@@ -201,6 +205,8 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         image=image.ref, image_built_locally=image.built_locally, user=config.container_user or "",
         remote_user=user, env=dict(config.container_env), workspace_mount=mount.mount, mounts=list(config.mounts),
         host_requirements=config.host_requirements, allow_recreate=found is not None,
+        cap_add=list(config.cap_add), security_opt=list(config.security_opt), privileged=config.privileged,
+        init=config.init,
         labels={LABEL_WORKSPACE_UID: record.uid, **Ownership(user, mount.policy).to_labels(),
                 LABEL_CREATE_ATTEMPT: create_attempt},
     )

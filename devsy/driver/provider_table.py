@@ -24,10 +24,24 @@ KINDS = ("builtin", "external", "remote")
 IMAGES_HOST_DOCKER = "host Docker engine"
 IMAGES_LOADED_INTO_MSB = "builds and local images: host Docker engine, then loaded into msb; registry images: msb pull"
 
+# The devcontainer.json settings a microVM cannot apply: its own kernel already isolates it (devsy/devcontainer/
+# backend_settings.py says which of them a config sets).
+MICROVM_IGNORED = ("capAdd", "securityOpt", "privileged", "init")
+MICROVM_IGNORED_BECAUSE = ("MicroSandbox ignores it (a microVM is already isolated by its own kernel, so "
+                           "container-runtime settings do not apply)")
+
 # Parsed options -> the network mode image builds on the host engine use.
 NetworkMode = Callable[[Any], str]
 # (provider name, raw options, parsed options) -> a driver that has contacted nothing yet.
 DriverFactory = Callable[[str, Mapping[str, str], Any], "Driver"]
+
+
+@dataclass(frozen=True)
+class GpuSource:
+    """Whether a backend can give GPUs: `available(parsed options)` may ask it; `where` names it in messages."""
+
+    where: str
+    available: Callable[[Any], bool]
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,11 @@ class ProviderRow:
     pattern: bool = False  # `name` is a prefix (external:EXECUTABLE)
     connects_early: bool = True  # make_driver(connect=True) opens the backend before any state is touched
     synopsis: str = ""  # how --help writes it, when that differs from `name`
+    # devcontainer.json settings the backend cannot apply: `devsy up` warns once for each one a config sets.
+    ignored_settings: tuple[str, ...] = ()
+    ignored_because: str = ""  # completes the warning: '"capAdd" in devcontainer.json has no effect: ...'
+    # None: the provider alone decides about hostRequirements.gpu when it runs the instance (the host cannot know).
+    gpu: GpuSource | None = None
 
     @property
     def label(self) -> str:
@@ -103,6 +122,18 @@ def _msb_driver(name: str, raw: Mapping[str, str], parsed: Any) -> Driver:
     return MicrosandboxDriver(parsed)
 
 
+def _docker_has_gpu(parsed: Any) -> bool:
+    from devsy.driver.docker.container_spec import engine_has_gpu  # noqa: PLC0415
+    from devsy.driver.docker.engine import connect, engine_errors  # noqa: PLC0415
+
+    with engine_errors("reading the Docker engine's runtimes (for hostRequirements.gpu)"):
+        return engine_has_gpu(connect().info())
+
+
+_DOCKER_GPU = GpuSource("this Docker engine", _docker_has_gpu)  # external-docker runs on the host's engine too
+_NO_GPU = GpuSource("MicroSandbox", lambda parsed: False)  # msb offers no GPU passthrough
+
+
 def _remote_driver(name: str, raw: Mapping[str, str], parsed: Any) -> Driver:
     from devsy.driver.remote.driver import RemoteDriver  # noqa: PLC0415
 
@@ -138,18 +169,21 @@ def option_network(parsed: Mapping[str, str]) -> str:
 
 _ROWS: list[ProviderRow] = [
     ProviderRow("docker", "builtin", "docker", "the built-in Docker driver (options: NETWORK_MODE, STOP_TIMEOUT)",
-                _docker_options, _docker_driver, _docker_network),
+                _docker_options, _docker_driver, _docker_network, gpu=_DOCKER_GPU),
     ProviderRow("microsandbox", "builtin", "microsandbox", "the built-in MicroSandbox driver (microVMs run by msb)",
                 _msb_options, _msb_driver, _default_network, images=IMAGES_LOADED_INTO_MSB,
-                pulls_registry_images=True),
+                pulls_registry_images=True, ignored_settings=MICROVM_IGNORED,
+                ignored_because=MICROVM_IGNORED_BECAUSE, gpu=_NO_GPU),
     ProviderRow("external-docker", "external", "docker",
                 "the Docker driver as a Runtime Protocol v1 executable, devsy-provider-docker (same options)",
-                _docker_options, external_driver, _docker_network, executable="devsy-provider-docker"),
+                _docker_options, external_driver, _docker_network, executable="devsy-provider-docker",
+                gpu=_DOCKER_GPU),
     ProviderRow("external-microsandbox", "external", "microsandbox",
                 "the MicroSandbox driver as a Runtime Protocol v1 executable, devsy-provider-microsandbox "
                 "(same options)",
                 _msb_options, external_driver, _default_network, images=IMAGES_LOADED_INTO_MSB,
-                pulls_registry_images=True, executable="devsy-provider-microsandbox"),
+                pulls_registry_images=True, executable="devsy-provider-microsandbox",
+                ignored_settings=MICROVM_IGNORED, ignored_because=MICROVM_IGNORED_BECAUSE, gpu=_NO_GPU),
     ProviderRow("remote", "remote", "docker",
                 "a backend on another machine, reached through its exec command (PROVIDER_CONFIG=provider.yaml)",
                 _remote_options, _remote_driver, _default_network, connects_early=False),

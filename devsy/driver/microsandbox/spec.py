@@ -10,12 +10,16 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from devsy.driver.base import LABEL_MANAGED, LABEL_MOUNT_POLICY, LABEL_WORKSPACE, RunOptions
+from devsy.driver.gpu import plan_gpu
+from devsy.driver.microsandbox.image_accounts import MountOwner
 from devsy.driver.microsandbox.mounts import MountPlan, WorkspaceMountPolicy, plan_mounts
 from devsy.driver.microsandbox.naming import LABEL_CREATED_VOLUMES, created_volumes_label, sandbox_name
 from devsy.driver.microsandbox.options import MicrosandboxOptions
 from devsy.driver.microsandbox.resources import Resources, effective_resources
 from devsy.driver.reuse import MountPolicy
 from devsy.errors import ConfigError
+
+MICROSANDBOX = "MicroSandbox"  # how messages name the backend
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,14 @@ class SandboxSpec:
 
 
 def build_spec(workspace_id: str, options: RunOptions, provider: MicrosandboxOptions, *,
-               rootfs_dir: bool) -> SandboxSpec:
-    """Validate and assemble the spec of `workspace_id`'s sandbox (the image is resolved separately)."""
-    policy = WorkspaceMountPolicy(provider.stat_virtualization, provider.host_permissions)
+               rootfs_dir: bool, owner: MountOwner | None = None) -> SandboxSpec:
+    """Validate and assemble the spec of `workspace_id`'s sandbox (the image is resolved separately).
+
+    msb has no GPU and no container settings: a required GPU is refused here (for any caller, e.g. a host speaking
+    the protocol to devsy-provider-microsandbox); capAdd, securityOpt, privileged and init have no effect in a
+    microVM, and devsy's runner warns about each (provider_table: ignored_settings)."""
+    plan_gpu(options.host_requirements.gpu, lambda: False, MICROSANDBOX)
+    policy = WorkspaceMountPolicy(provider.stat_virtualization, provider.host_permissions, owner)
     labels = {**options.labels, LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id}
     extended = extend_policy(MountPolicy.from_label(labels.get(LABEL_MOUNT_POLICY, "")), policy)
     if extended is not None:  # an unreadable label stays as sent: no reuse will ever match it

@@ -1,0 +1,39 @@
+"""Before anything is created: what the chosen backend cannot do with this devcontainer.json's settings.
+
+One check for every provider, read from its provider-table row: a required GPU the backend has none of is a
+ConfigError; an optional one it has none of, each setting it ignores (MicroSandbox: capAdd, securityOpt,
+privileged, init), and what the config itself could not act on are warnings, one each. A provider the host knows
+nothing about (external:EXECUTABLE) decides about GPUs itself when it runs the instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from devsy.devcontainer.config import DevContainerConfig
+from devsy.driver.gpu import plan_gpu
+from devsy.driver.provider_table import row_for
+
+# devcontainer.json key -> whether the config asks for something with it (unset or false asks for the default).
+_ASKS: dict[str, Callable[[DevContainerConfig], bool]] = {
+    "capAdd": lambda config: bool(config.cap_add),
+    "securityOpt": lambda config: bool(config.security_opt),
+    "privileged": lambda config: config.privileged is True,
+    "init": lambda config: config.init is True,
+}
+
+
+def backend_warnings(provider: str, options: Mapping[str, str], config: DevContainerConfig) -> list[str]:
+    """The warnings `devsy up` gives for `config` on `provider`; ConfigError if the backend cannot run it at all."""
+    row = row_for(provider)
+    warnings = list(config.warnings)
+    if row.gpu is not None:
+        source = row.gpu
+        plan = plan_gpu(config.host_requirements.gpu, lambda: source.available(row.parse_options(options)),
+                        source.where)
+        if plan.warning:
+            warnings.append(plan.warning)
+    for name in row.ignored_settings:
+        if _ASKS[name](config):
+            warnings.append(f'"{name}" in devcontainer.json has no effect: {row.ignored_because}')
+    return warnings
