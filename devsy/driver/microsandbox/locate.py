@@ -1,8 +1,10 @@
 """Finding the `msb` binary and checking that it is a version whose CLI behaviour this driver was verified against.
 
-Order: `MSB_PATH` (explicit override), the binary bundled in the `microsandbox` wheel, then `msb` on PATH. The
-bundled binary is preferred over the wheel's `msb` console script: that script starts Python and may resolve to
-another msb install (persisted paths under MSB_HOME), so the pinned binary would not be the one that runs.
+Order: `MSB_PATH` (explicit override), the binary bundled in the `microsandbox` wheel, `msb` on PATH, then where
+msb's own installer (install.microsandbox.dev) puts it, `~/.microsandbox/bin/msb` and `~/.local/bin/msb`, which a
+non-login shell often lacks on PATH (the Go driver looks there too). The bundled binary is preferred over the
+wheel's `msb` console script: that script starts Python and may resolve to another msb install (persisted paths
+under MSB_HOME), so the pinned binary would not be the one that runs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ _VERSION_TIMEOUT_S = 15.0
 _VERSION = re.compile(r"\bmsb (\d+)\.(\d+)\.(\d+)\b")
 _INSTALL_HINT = "install it with `pip install microsandbox==0.7.11` (the wheel bundles msb and libkrunfw), or set " \
                 "MSB_PATH to an msb binary"
+_INSTALLER_PLACES = (Path(".microsandbox") / "bin" / "msb", Path(".local") / "bin" / "msb")  # under the home folder
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,24 @@ def find_msb() -> str:
     on_path = shutil.which("msb")
     if on_path:
         return on_path
-    raise BackendUnavailable("the MicroSandbox CLI `msb` was not found", hint=_INSTALL_HINT)
+    installed = installer_places()
+    for candidate in installed:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    looked = [f"{MSB_PATH_ENV} (unset)", "the `microsandbox` Python package's bundled msb (not installed)",
+              "PATH", *map(str, installed)]
+    raise BackendUnavailable(f"the MicroSandbox CLI `msb` was not found; looked in: {'; '.join(looked)}",
+                             hint=f"{_INSTALL_HINT}, or run msb's installer (curl -fsSL https://install.microsandbox.dev"
+                                  " | sh, which puts it in ~/.microsandbox/bin)")
+
+
+def installer_places() -> list[Path]:
+    """Where msb's own installer leaves msb, under this user's home folder (none if the home is unknown)."""
+    try:
+        home = Path.home()
+    except (KeyError, RuntimeError):  # no HOME and no passwd entry
+        return []
+    return [home / place for place in _INSTALLER_PLACES]
 
 
 def locate_msb() -> MsbBinary:
