@@ -27,7 +27,9 @@ from devsy.driver.microsandbox.diagnostics import boot_failed
 from devsy.driver.microsandbox.exec_stream import run_exec
 from devsy.driver.microsandbox.images import is_rootfs_dir, resolve_image
 from devsy.driver.microsandbox.locate import locate_msb
-from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy
+from devsy.driver.microsandbox.image_accounts import MountOwner
+from devsy.driver.microsandbox.image_owner import workspace_owner
+from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy, recorded_owner
 from devsy.driver.microsandbox.msb import MsbClient, sandbox_missing
 from devsy.driver.microsandbox.naming import LABEL_CREATED_VOLUMES, parse_created_volumes, sandbox_name
 from devsy.driver.microsandbox.options import MicrosandboxOptions
@@ -94,11 +96,14 @@ class MicrosandboxDriver:
 
     def run(self, workspace_id: str, options: RunOptions) -> ContainerDetails:
         """Create and boot the sandbox. On failure, removes what this call created (sandbox, volumes)."""
-        spec = build_spec(workspace_id, options, self.options, rootfs_dir=is_rootfs_dir(options.image))
+        build_spec(workspace_id, options, self.options, rootfs_dir=is_rootfs_dir(options.image))  # refuse early
         existing = self._inspect(workspace_id)
         if existing is not None and not options.allow_recreate:
             raise AlreadyExists(f"workspace {workspace_id} already has a sandbox",
                                 hint="use `devsy up --recreate` to replace it")
+        # Read from the image before anything is loaded, pulled or created: an unknown user fails with nothing made.
+        spec = build_spec(workspace_id, options, self.options, rootfs_dir=is_rootfs_dir(options.image),
+                          owner=self._workspace_owner(options))
         image = resolve_image(self.client, options.image, built_locally=options.image_built_locally)
         spec = spec.with_image(image.ref, pull=image.pull)
         carried: list[str] = []
@@ -116,6 +121,15 @@ class MicrosandboxDriver:
         except BaseException as exc:
             self._undo_run(workspace_id, spec.name, created, exc)
             raise
+
+    def _workspace_owner(self, options: RunOptions) -> MountOwner | None:
+        """Who owns the workspace folder inside the VM (remote_user, else user, else root), from the image."""
+        policy = WorkspaceMountPolicy(self.options.stat_virtualization, self.options.host_permissions)
+        if options.workspace_mount is None or options.workspace_mount.type is not MountType.BIND \
+                or not policy.maps_owner:
+            return None  # no folder to present, or msb shows host metadata as it is (stat-virt=off)
+        identity = options.remote_user or options.user or "root"
+        return workspace_owner(identity, options.image, built_locally=options.image_built_locally)
 
     def _launch(self, workspace_id: str, spec: SandboxSpec) -> None:
         args = spec.argv()
@@ -204,9 +218,9 @@ class MicrosandboxDriver:
     def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
         """Read-only: compares the sandbox's recorded owner and mount policy with the request."""
         labels = self._require(workspace_id).details.labels
-        policy = extend_policy(mount_policy, WorkspaceMountPolicy(self.options.stat_virtualization,
-                                                                  self.options.host_permissions))
-        check_reuse(workspace_id, labels, Ownership(remote_user, policy))
+        presentation = WorkspaceMountPolicy(self.options.stat_virtualization, self.options.host_permissions,
+                                            recorded_owner(labels))
+        check_reuse(workspace_id, labels, Ownership(remote_user, extend_policy(mount_policy, presentation)))
 
     # -- commands ------------------------------------------------------------------------------------------------
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:

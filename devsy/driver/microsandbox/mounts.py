@@ -7,12 +7,15 @@ host path or volume name) may be a secret and never appears in a message.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from devsy.driver.base import Mount, MountType
+from devsy.driver.base import LABEL_MOUNT_POLICY, Mount, MountType
+from devsy.driver.microsandbox.image_accounts import MountOwner
 from devsy.driver.microsandbox.naming import VOLUME_NAME
-from devsy.driver.reuse import PolicyItems
+from devsy.driver.reuse import MountPolicy, PolicyItems
 from devsy.errors import ConfigError
 
 _BAD_IN_PATH = (",", ":", ";")
@@ -20,17 +23,37 @@ _BAD_IN_PATH = (",", ":", ";")
 
 @dataclass(frozen=True)
 class WorkspaceMountPolicy:
-    """How msb presents the workspace folder: stat virtualization and host-permission mode (None = msb default)."""
+    """How msb presents the workspace folder: stat virtualization, host-permission mode (None = msb default) and
+    the numeric owner the guest sees (None = root:root, msb's default)."""
 
     stat_virtualization: str | None = None
     host_permissions: str | None = None
+    owner: MountOwner | None = None
+
+    # Every key items() can write, so a reader of the recorded policy can split off this part whatever it holds.
+    KEYS: ClassVar[tuple[str, ...]] = ("stat-virt", "host-perms", "uid", "gid")
+
+    @property
+    def maps_owner(self) -> bool:
+        """Whether msb can present an owner: `stat-virt=off` shows literal host metadata, and msb refuses an owner
+        with it ("mount owner (uid/gid) cannot be combined with stat_virtualization=Off")."""
+        return self.stat_virtualization != "off"
 
     def items(self) -> PolicyItems:
         """msb's own option names and values: the workspace folder's mount options, and the extras of the
-        recorded mount policy (so a later change of either option is caught by ReusePreflight)."""
+        recorded mount policy (so a later change of any of them is caught by ReusePreflight)."""
         # msb 0.7 defaults are strict/private (seen in `msb inspect`); recorded explicitly so the policy label says
         # what the VM really got.
-        return (("stat-virt", self.stat_virtualization or "strict"), ("host-perms", self.host_permissions or "private"))
+        items: PolicyItems = (("stat-virt", self.stat_virtualization or "strict"),
+                              ("host-perms", self.host_permissions or "private"))
+        # root:root is what msb shows without an owner: left out, so the argv and the label of a root workspace stay
+        # what earlier devsy versions wrote (their sandboxes stay reusable).
+        if self.owner is not None and not self.owner.is_root and self.maps_owner:
+            items += (("uid", str(self.owner.uid)), ("gid", str(self.owner.gid)))
+        return items
+
+    def with_owner(self, owner: MountOwner | None) -> WorkspaceMountPolicy:
+        return dataclasses.replace(self, owner=owner)
 
 
 @dataclass
@@ -92,3 +115,15 @@ def _bind(mount: Mount, where: str, policy: WorkspaceMountPolicy | None) -> list
 
 def _ro(mount: Mount, sep: str) -> str:
     return f"{sep}ro" if mount.read_only else ""
+
+
+def recorded_owner(labels: dict[str, str]) -> MountOwner | None:
+    """The workspace owner a sandbox's mount-policy label records (None: root:root, or no readable label).
+
+    Reuse carries it forward: the image a sandbox boots stays the same for its whole life, so the owner of an
+    unchanged identity cannot change; a changed identity is refused by the remote-user comparison, and a new image
+    comes only with a new sandbox, whose owner is read from that image."""
+    policy = MountPolicy.from_label(labels.get(LABEL_MOUNT_POLICY, ""))
+    extras = dict(policy.extras) if policy is not None else {}
+    uid, gid = extras.get("uid", ""), extras.get("gid", "")
+    return MountOwner(int(uid), int(gid)) if uid.isdigit() and gid.isdigit() else None
