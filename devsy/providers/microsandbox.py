@@ -32,8 +32,8 @@ from devsy.version import devsy_version
 PROG = "devsy-provider-microsandbox"
 # Where Find reports how msb presents the workspace folder (the part of the recorded policy only msb knows).
 LABEL_MOUNT_PRESENTATION = "dev.devsy.mount-presentation"
-# The keys msb's presentation adds to the mount policy (derived, so a new key in mounts.py is split off too).
-_PRESENTATION_KEYS = tuple(key for key, _ in WorkspaceMountPolicy().items())
+# The keys msb's presentation adds to the mount policy (mounts.py lists them, the owner's included).
+_PRESENTATION_KEYS = WorkspaceMountPolicy.KEYS
 
 
 def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
@@ -82,8 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     except DevsyError as exc:  # an invalid option: named in the message, its value never shown
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    # requires_workspace_chown (PROTOCOL.md Capabilities 3) asks the host's agent to chown the workspace to the
+    # remote user after boot. Not needed: the driver reads the user's uid:gid from the image and msb presents the
+    # folder with that owner (`--mount-dir ...,uid=U,gid=G`). A chown would also be wrong here: under host-perms=mirror
+    # it would change the owner of the developer's files on the host. (The Go provider says true because its driver
+    # predates the owner mapping.)
     info = ProviderInfo(driver_name="microsandbox", driver_version=devsy_version(), runtime_name="microsandbox",
-                        runtime_version=_msb_version(driver), recreate_on_run=True)
+                        runtime_version=_msb_version(driver), recreate_on_run=True, requires_workspace_chown=False)
     return serve(driver, info)
 
 
