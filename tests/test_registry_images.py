@@ -15,8 +15,11 @@ from pathlib import Path
 
 import docker.errors
 import pytest
+import requests
 
-from devsy.devcontainer.registry_image import is_loopback, parse_reference, read_image_config
+from devsy.devcontainer.registry_image import is_loopback, parse_reference, pinned_reference, read_image_config
+from devsy.driver.microsandbox.images import loaded_digest, pull_registry_image
+from devsy.driver.microsandbox.msb import MsbClient
 from devsy.errors import ImageError
 from fixtures.oci_registry import OciRegistry, free_loopback_port
 from helpers.msb import images, sandboxes
@@ -73,7 +76,15 @@ def test_loopback_registries_are_the_only_plain_http_ones() -> None:
     for host in ("docker.io", "ghcr.io", "10.0.0.1:5000", "192.168.1.2", "[fe80::1]:5000", "registry.local:5000"):
         assert not is_loopback(host), host
     assert parse_reference("ubuntu").repository == "library/ubuntu"
-    assert parse_reference("127.0.0.1:5000/team/tool@sha256:" + "a" * 64).reference == "sha256:" + "a" * 64
+    digest = "sha256:" + "a" * 64
+    assert parse_reference("127.0.0.1:5000/team/tool@" + digest).reference == digest
+    tagged_and_pinned = parse_reference(f"127.0.0.1:5000/team/tool:1@{digest}")  # the digest names the image
+    assert (tagged_and_pinned.repository, tagged_and_pinned.reference) == ("team/tool", digest)
+    assert pinned_reference("127.0.0.1:5000/team/tool:1", digest) == f"127.0.0.1:5000/team/tool@{digest}"
+    assert parse_reference("[::1]:5000/x").api_base == "http://[::1]:5000/v2/x"
+    assert is_loopback("LOCALHOST:5000") and is_loopback("[::1]")
+    with pytest.raises(ImageError, match="is not valid"):
+        read_image_config("127.0.0.1:5000/Team/tool:1")  # Docker refuses upper case too; nothing is sent
 
 
 def test_the_config_is_read_from_the_registry(registry: OciRegistry, dev_image: str, monkeypatch, tmp_path) -> None:
@@ -83,6 +94,9 @@ def test_the_config_is_read_from_the_registry(registry: OciRegistry, dev_image: 
     found = read_image_config(ref)
     assert (found.user, found.registry, found.insecure) == ("dev", registry.host, True)
     assert registry.manifest_reads("team/user-image") == 1
+    served = requests.head(f"http://{registry.host}/v2/team/user-image/manifests/1", timeout=30, headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json"}).headers["Docker-Content-Digest"]
+    assert found.pinned == f"{registry.host}/team/user-image@{served}"
     with pytest.raises(ImageError, match="was not found in registry") as missing:
         read_image_config(registry.ref("team/user-image:absent"))
     assert "check the image name and tag" in (missing.value.hint or "")
@@ -106,6 +120,34 @@ def test_a_private_registry_uses_dockers_credentials_and_never_shows_them(privat
         assert secret not in said
     monkeypatch.setenv("DOCKER_CONFIG", str(_docker_config(tmp_path, private_registry)))
     assert read_image_config(ref).user == ""
+
+
+def test_a_broken_credential_helper_is_a_clear_error(registry: OciRegistry, monkeypatch, tmp_path) -> None:
+    folder = tmp_path / "helper-config"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"credsStore": "devsy-test-no-such-helper"}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(folder))
+    private = OciRegistry(auth=("alice", PASSWORD))  # only a registry that asks makes devsy read credentials
+    with private:
+        ref = private.push(GUEST, "team/helper:1")
+        with pytest.raises(ImageError, match="reading Docker's credentials for registry") as failed:
+            read_image_config(ref)
+    assert "credsStore" in (failed.value.hint or "")
+
+
+def test_the_backend_gets_the_image_whose_user_was_read_even_if_the_tag_moves(registry: OciRegistry, dev_image: str,
+                                                                               msb_home: Path, msb: MsbClient,
+                                                                               monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("DOCKER_CONFIG", str(_docker_config(tmp_path, None)))
+    ref = registry.push(dev_image, "team/moving:1")
+    found = read_image_config(ref)
+    registry.push(GUEST, "team/moving:1")  # the tag now names another image (USER root)
+    assert read_image_config(ref).user == "" and found.user == "dev"
+    pull_registry_image(msb, found.pinned)
+    assert loaded_digest(msb, found.pinned) == found.config_digest, "msb holds another image than the one read"
+    registry.mark()
+    pull_registry_image(msb, found.pinned)  # held by digest: exactly this image, so msb is not asked to fetch it
+    assert registry.manifest_reads("team/moving") + registry.manifest_reads("team/moving", method="HEAD") == 0
 
 
 def test_an_unreachable_registry_fails_at_once_with_a_clear_error() -> None:
@@ -132,7 +174,8 @@ def test_msb_pulls_the_image_itself_and_docker_never_holds_it(provider: str, dev
     assert any(r.user_agent.startswith(MSB_AGENT) and r.status == 200 for r in pulls), pulls
     assert not any("docker/" in r.user_agent for r in pulls), "the host's Docker engine pulled the image"
     assert not _in_docker(docker_client, ref), "the image reached the host's Docker engine"
-    assert ref in images(msb_home), "msb does not hold the image it pulled"
+    pinned = [held for held in images(msb_home) if held.startswith(ref.rsplit(":", 1)[0] + "@sha256:")]
+    assert pinned, f"msb does not hold the image it pulled, by digest: {images(msb_home)}"
     assert sandboxes(msb_home) == [] and not (devsy.home / "workspaces" / ws_id).exists()
 
 
@@ -158,7 +201,8 @@ def test_msb_pulls_a_private_image_with_dockers_credentials(devsy, ws_id, msb_ho
                       extra_env={"MSB_HOME": str(msb_home),
                                  "DOCKER_CONFIG": str(_docker_config(tmp_path, private_registry))})
     assert result.json["error"]["type"] == "boot-failed", result.text  # got past the pull
-    assert ref in images(msb_home) and not _in_docker(docker_client, ref)
+    assert any(held.startswith(ref.rsplit(":", 1)[0] + "@sha256:") for held in images(msb_home))
+    assert not _in_docker(docker_client, ref)
     assert any(r.user_agent.startswith(MSB_AGENT) and r.status == 200 for r in private_registry.requests())
     assert PASSWORD not in result.text
     assert base64.b64encode(f"alice:{PASSWORD}".encode()).decode() not in result.text

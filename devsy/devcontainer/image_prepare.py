@@ -48,7 +48,8 @@ def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode
             return local
         with progress.step(f"reading the config of image {config.image} from its registry"):
             found = read_image_config(config.image)
-        return PreparedImage(ref=config.image, built_locally=False, user=found.user, pulled_by_backend=True)
+        # By digest: the backend pulls exactly the image whose USER was read, even if the tag moves meanwhile.
+        return PreparedImage(ref=found.pinned, built_locally=False, user=found.user, pulled_by_backend=True)
     client = connect()
     if config.build is not None:
         ref = _build(client, config.build, workspace_id, network_mode, progress)

@@ -15,6 +15,7 @@ sent only to the registry (or the token realm it names), never printed, logged o
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import ipaddress
 import platform
 import re
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import docker.auth
+import docker.errors
 import docker.utils
 import requests
 
@@ -48,6 +50,8 @@ class RegistryImage:
     insecure: bool  # plain HTTP: a loopback registry, as Docker allows by default
     user: str  # the image config's USER ("" = root)
     config_digest: str
+    pinned: str  # `ref` by the digest of the manifest read: what the backend must pull, so USER matches the image
+
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,23 @@ class ImageReference:
     @property
     def api_base(self) -> str:
         host = "registry-1.docker.io" if self.registry in _DOCKER_HUB else self.registry
+        if host.count(":") > 1 and not host.startswith("["):
+            host = f"[{host}]"  # a bare IPv6 address in a URL
         return f"{'http' if self.insecure else 'https'}://{host}/v2/{self.repository}"
+
+
+def registry_host(registry: str) -> str:
+    """The host part of `registry` (host, host:port, [v6], [v6]:port or a bare v6 address), lower-cased."""
+    if registry.startswith("["):
+        return registry[1:registry.find("]")].lower() if "]" in registry else registry.lower()
+    if registry.count(":") == 1:
+        return registry.split(":", 1)[0].lower()
+    return registry.lower()  # a name, or a bare IPv6 address (it cannot carry a port without brackets)
 
 
 def is_loopback(registry: str) -> bool:
     """Whether `registry` (host[:port]) is this machine: Docker's built-in insecure range, 127.0.0.0/8 (and ::1)."""
-    host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 or "]" in registry else registry
-    host = host.strip("[]")
+    host = registry_host(registry)
     if host == "localhost":
         return True
     try:
@@ -79,11 +93,26 @@ def is_loopback(registry: str) -> bool:
 
 
 def parse_reference(ref: str) -> ImageReference:
+    """`[registry/]repository[:tag][@digest]` split as Docker does (a digest wins over a tag). InvalidRepository for
+    what Docker would refuse: a repository path must be lower case."""
     name, reference = docker.utils.parse_repository_tag(ref)
+    if reference and reference.startswith("sha256:") and ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]  # name:tag@digest: the digest names the image
     registry, repository = docker.auth.resolve_repository_name(name)
+    if repository != repository.lower() or not repository:
+        raise docker.errors.InvalidRepository(f"the repository {repository!r} must be lower case")
     if registry in _DOCKER_HUB and "/" not in repository:
         repository = f"library/{repository}"
     return ImageReference(registry, repository, reference or "latest")
+
+
+def pinned_reference(ref: str, digest: str) -> str:
+    """`ref` naming the image by `digest` instead of its tag (`registry/repo@sha256:...`)."""
+    name, _ = docker.utils.parse_repository_tag(ref)
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        name = name.rsplit(":", 1)[0]
+    return f"{name}@{digest}"
 
 
 def read_image_config(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> RegistryImage:
@@ -91,15 +120,17 @@ def read_image_config(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> Regist
     image and the registry, with what to do."""
     parsed = _parse(ref)
     with _RegistrySession(parsed, timeout) as session:
-        manifest = _image_manifest(session, ref)
-        try:
-            config_digest = str(manifest["config"]["digest"])
-        except (KeyError, TypeError):
+        manifest, manifest_digest = _image_manifest(session, ref)
+        config_digest = (manifest.get("config") or {}).get("digest") if isinstance(manifest.get("config"), dict) \
+            else None
+        if not isinstance(config_digest, str) or not config_digest:
             raise ImageError(f"registry {parsed.registry} answered for image {ref} with a manifest that names no "
-                             "config", hint="check that the reference names a container image") from None
+                             "config", hint="check that the reference names a container image")
         config = session.get_json(f"blobs/{config_digest}", accept=("*/*",), what="image config")
-    user = str((config.get("config") or {}).get("User") or "")
-    return RegistryImage(ref, parsed.registry, parsed.insecure, user, config_digest)
+    settings = config.get("config")
+    user = str(settings.get("User") or "") if isinstance(settings, dict) else ""
+    return RegistryImage(ref, parsed.registry, parsed.insecure, user, config_digest,
+                         pinned_reference(ref, manifest_digest))
 
 
 @contextlib.contextmanager
@@ -108,11 +139,14 @@ def open_layers(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[Ite
     to it (so a caller that stops early downloads no more layers). Compression is the blob's own (tar or gzip)."""
     parsed = _parse(ref)
     with _RegistrySession(parsed, timeout) as session:
-        manifest = _image_manifest(session, ref)
+        manifest, _ = _image_manifest(session, ref)
         layers = manifest.get("layers")
         if not isinstance(layers, list):
             raise ImageError(f"registry {parsed.registry} answered for image {ref} with a manifest that lists no "
                              "layers", hint="check that the reference names a container image")
+        if not all(isinstance(layer, dict) for layer in layers):
+            raise ImageError(f"registry {parsed.registry} answered for image {ref} with a malformed layer list",
+                             hint="check that the reference names a container image")
         yield (session.open_blob(str(layer.get("digest", "")), str(layer.get("mediaType", "")))
                for layer in reversed(layers))
 
@@ -125,20 +159,23 @@ def _parse(ref: str) -> ImageReference:
             from None
 
 
-def _image_manifest(session: _RegistrySession, ref: str) -> dict[str, Any]:
-    """The image manifest of `ref` for this host's platform (through the index of a multi-platform image)."""
-    manifest = session.get_json(f"manifests/{session.ref.reference}", accept=_MANIFEST_TYPES, what="manifest")
+def _image_manifest(session: _RegistrySession, ref: str) -> tuple[dict[str, Any], str]:
+    """The image manifest of `ref` for this host's platform (through the index of a multi-platform image), and its
+    digest (so the backend can pull exactly the image whose config was read)."""
+    manifest, digest = session.get_manifest(session.ref.reference, _MANIFEST_TYPES)
     if manifest.get("mediaType") in _INDEX_TYPES or "manifests" in manifest:
         digest = _platform_manifest(manifest, ref)
-        manifest = session.get_json(f"manifests/{digest}", accept=_MANIFEST_TYPES[2:], what="manifest")
-    return manifest
+        manifest, _ = session.get_manifest(digest, _MANIFEST_TYPES[2:])
+    return manifest, digest
 
 
 def _platform_manifest(index: dict[str, Any], ref: str) -> str:
     arch = _ARCH.get(platform.machine(), platform.machine())
-    for entry in index.get("manifests") or []:
-        plat = entry.get("platform") or {}
-        if plat.get("os") == "linux" and plat.get("architecture") == arch:
+    entries = index.get("manifests")
+    for entry in entries if isinstance(entries, list) else []:
+        plat = entry.get("platform") if isinstance(entry, dict) else None
+        if isinstance(plat, dict) and plat.get("os") == "linux" and plat.get("architecture") == arch \
+                and isinstance(entry.get("digest"), str):
             return str(entry["digest"])
     raise ImageError(f"image {ref} has no linux/{arch} variant",
                      hint="use an image published for this machine's architecture")
@@ -163,7 +200,9 @@ class _RegistrySession:
         self.http.close()
 
     def get_json(self, path: str, *, accept: tuple[str, ...], what: str) -> dict[str, Any]:
-        response = self._authorized_get(path, accept, what)
+        return self._json(self._authorized_get(path, accept, what), what)
+
+    def _json(self, response: requests.Response, what: str) -> dict[str, Any]:
         try:
             body = response.json()
         except ValueError:
@@ -172,6 +211,15 @@ class _RegistrySession:
         if not isinstance(body, dict):
             raise ImageError(f"registry {self.ref.registry} sent an unexpected {what} for image {self._image}")
         return body
+
+    def get_manifest(self, reference: str, accept: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+        """A manifest and its digest: the registry's Docker-Content-Digest, else the sha256 of the bytes sent."""
+        response = self._authorized_get(f"manifests/{reference}", accept, "manifest")
+        body = self._json(response, "manifest")
+        digest = response.headers.get("Docker-Content-Digest", "")
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            digest = "sha256:" + hashlib.sha256(response.content).hexdigest()
+        return body, digest
 
     def open_blob(self, digest: str, media_type: str) -> IO[bytes]:
         """A layer blob as a stream of its stored bytes (each read bounded by the request timeout)."""
@@ -230,23 +278,40 @@ class _RegistrySession:
         if not realm:
             return None
         fields.setdefault("scope", f"repository:{self.ref.repository}:pull")
+        if realm.startswith("http://") and not self.ref.insecure:
+            username = password = None  # never send credentials in clear text to a remote token service
         auth = (username, password or "") if username is not None else None
         try:
-            response = self.http.get(realm, params=fields, auth=auth, timeout=self.timeout)
+            if username is None and password:  # an identity token (`docker login` of ACR, GCR): OAuth2 refresh
+                response = self.http.post(realm, data={**fields, "grant_type": "refresh_token", "client_id": "devsy",
+                                                       "refresh_token": password}, timeout=self.timeout)
+            else:
+                response = self.http.get(realm, params=fields, auth=auth, timeout=self.timeout)
         except requests.RequestException as exc:
             raise ImageError(f"the token service of registry {self.ref.registry} could not be reached: "
                              f"{type(exc).__name__}", hint="check that the registry is reachable") from None
         if response.status_code != 200:
             return None  # the retried request then reports the registry's refusal
         try:
-            token = response.json().get("token") or response.json().get("access_token")
+            body = response.json()
         except ValueError:
             return None
-        return f"Bearer {token}" if token else None
+        token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
+        return f"Bearer {token}" if isinstance(token, str) and token else None
 
     def _credentials(self) -> tuple[str | None, str | None]:
-        config = docker.auth.load_config()
-        entry = docker.auth.resolve_authconfig(config, self.ref.registry) or {}
+        """(username, password) from Docker's config; (None, identity token) for a token login. A credential
+        helper (credsStore, credHelpers) runs as docker-py runs it, without a time limit of devsy's."""
+        try:
+            config = docker.auth.load_config()
+            entry = docker.auth.resolve_authconfig(config, self.ref.registry) or {}
+        except docker.errors.DockerException as exc:
+            raise ImageError(
+                f"reading Docker's credentials for registry {self.ref.registry} failed: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else 'no message'}",
+                hint="fix credsStore/credHelpers in Docker's config.json (DOCKER_CONFIG, else ~/.docker) or log in "
+                f"again with `docker login {self.ref.registry}`",
+            ) from None
         username = entry.get("username") or entry.get("Username")
         password = entry.get("password") or entry.get("Password") or entry.get("IdentityToken")
         return username, password

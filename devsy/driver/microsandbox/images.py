@@ -66,11 +66,14 @@ def resolve_image(msb: MsbClient, image: str, *, built_locally: bool) -> Resolve
 
 
 def pull_registry_image(msb: MsbClient, image: str, timeout: float = PULL_TIMEOUT_S) -> None:
-    """`msb pull` the image (msb skips layers it already holds). `msb run --pull` has no --insecure, so the pull is
-    its own step, and a failure is reported as the image's, before any sandbox exists."""
+    """`msb pull` the image (msb skips layers it already holds; an image named by a digest msb holds is not asked
+    for at all). `msb run --pull` has no --insecure, so the pull is its own step, and a failure is reported as the
+    image's, before any sandbox exists."""
     # Imported here: the Docker SDK's reference parser, only for registry images.
     from devsy.devcontainer.registry_image import is_loopback, parse_reference  # noqa: PLC0415
 
+    if "@sha256:" in image and loaded_digest(msb, image) is not None:
+        return  # named by digest and already held: exactly this image, nothing to download
     args = ["pull", "--quiet", *(["--insecure"] if is_loopback(parse_reference(image).registry) else []), image]
     result = msb.run(args, action=f"pulling image {image} with msb", timeout=timeout, check=False)
     if result.returncode != 0:
