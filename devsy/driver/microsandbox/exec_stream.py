@@ -3,6 +3,11 @@
 `--stream` is msb's byte-faithful mode: stdout and stderr stay separate and arrive incrementally, and it needs a
 piped (non-terminal) stdin, which devsy always gives it (closed at once for empty input). The guest's exit status is
 msb's exit status. Every thread this starts is joined before `run_exec` returns.
+
+msb's own failures exit 1 too, after an `error: ...` line on stderr, so a nonzero status alone cannot say who failed.
+When the output looks like msb's failure (stderr ends with an `error:` line) or like a killed session (status above
+128), the sandbox is inspected: gone or no longer running is msb's failure, raised as a typed error naming what
+happened; a sandbox that still runs means the status is the guest command's (which may print `error: x` itself).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import BinaryIO
 
 from devsy.driver.base import ExecRequest, ExecResult
 from devsy.driver.exec_guard import ExecGuard, host_group_plan
+from devsy.driver.microsandbox.exec_outcome import check_exit
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.process import Terminator, stop_group
 from devsy.errors import DriverError
@@ -23,6 +29,7 @@ from devsy.stdin_pump import StdinPump
 
 _CHUNK = 64 * 1024
 _EXIT_AFTER_EOF_S = 30.0
+_STDERR_TAIL = 4096  # bytes of stderr kept to recognise msb's closing `error:` line
 CANCELLED_EXIT_CODE = 130
 
 
@@ -48,20 +55,24 @@ def run_exec(msb: MsbClient, name: str, request: ExecRequest) -> ExecResult:
         stop_group(proc)
         raise
     try:
-        return _run(proc, request)
+        result, stderr_tail = _run(proc, request)
     finally:
         if proc.returncode is not None:
             guard.release()  # reaped: msb, and with it the command, is gone
         guard.close()
+    if result.exit_code != 0 and not request.cancel.is_cancelled():  # a cancelled session's status means nothing
+        check_exit(msb, name, result.exit_code, stderr_tail, secrets=list(request.env.values()))
+    return result
 
 
-def _run(proc: subprocess.Popen, request: ExecRequest) -> ExecResult:
+def _run(proc: subprocess.Popen, request: ExecRequest) -> tuple[ExecResult, bytes]:
+    """The command's result and the last bytes of its stderr."""
     terminator = Terminator(proc)
     assert proc.stdin is not None
     sink = proc.stdin
     copier = StdinPump(request.stdin or io.BytesIO(b""), lambda data: _write_all(sink.fileno(), data), sink.close,
                        owns_source=request.owns_stdin)
-    pumps = [_Pump(proc.stdout, request.stdout, request), _Pump(proc.stderr, request.stderr, request)]
+    pumps = [_Pump(proc.stdout, request.stdout, request), _Pump(proc.stderr, request.stderr, request, _STDERR_TAIL)]
 
     def on_cancel() -> None:  # may run in a signal handler: nothing here blocks
         copier.stop()
@@ -90,7 +101,7 @@ def _run(proc: subprocess.Popen, request: ExecRequest) -> ExecResult:
         with contextlib.suppress(OSError):
             sink.close()  # a stopped pump leaves msb's stdin open; nothing writes to it any more
         terminator.disarm()
-    return _result(proc, terminator, copier, pumps)
+    return _result(proc, terminator, copier, pumps), pumps[1].tail
 
 
 def _result(proc: subprocess.Popen, terminator: Terminator, copier: StdinPump, pumps: list[_Pump]) -> ExecResult:
@@ -108,17 +119,20 @@ def _result(proc: subprocess.Popen, terminator: Terminator, copier: StdinPump, p
 class _Pump(threading.Thread):
     """Copies one of msb's output pipes to the caller's stream as data arrives."""
 
-    def __init__(self, source: BinaryIO | None, target: BinaryIO, request: ExecRequest) -> None:
+    def __init__(self, source: BinaryIO | None, target: BinaryIO, request: ExecRequest, keep: int = 0) -> None:
         super().__init__(name="devsy-msb-exec-output", daemon=True)
         assert source is not None
-        self._source, self._target, self._request = source, target, request
+        self._source, self._target, self._request, self._keep = source, target, request, keep
         self.error: BaseException | None = None
+        self.tail = b""  # the last `keep` bytes copied
 
     def run(self) -> None:
         fd = self._source.fileno()
         writing = True
         try:
             while data := os.read(fd, _CHUNK):
+                if self._keep:
+                    self.tail = (self.tail + data)[-self._keep:]
                 if writing:
                     writing = self._write(data)
         finally:
