@@ -74,7 +74,7 @@ class CaseContext:
 
     @cached_property
     def backend(self) -> BackendInspector:
-        return inspector_for(self.provider.backend)
+        return inspector_for(self.provider.target, self.provider.environment())
 
     @cached_property
     def devsy(self) -> DevsyHandle:

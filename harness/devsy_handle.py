@@ -34,15 +34,15 @@ class DevsyHandle:
     created: list[str] = field(default_factory=list)
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return devsy_env(self.home, self.ssh_config, extra)
+        return devsy_env(self.home, self.ssh_config, {**self.provider.environment(), **(extra or {})})
 
     def run(self, *args: str, input_bytes: bytes | None = None, cap: float = CALL_CAP,
             env: dict[str, str] | None = None) -> CompletedCommand:
         """Run `devsy ARGS...` raw (with `env` added to its environment); raises CommandTimeout if the call
         outlives its share of the deadline."""
         timeout = self.deadline.timeout(f"devsy {' '.join(args[:2])}", cap)
-        completed = run_devsy(self.cli, args, home=self.home, ssh_config=self.ssh_config, timeout=timeout, env=env,
-                              input_bytes=input_bytes)
+        completed = run_devsy(self.cli, args, home=self.home, ssh_config=self.ssh_config, timeout=timeout,
+                              env={**self.provider.environment(), **(env or {})}, input_bytes=input_bytes)
         record = completed.record(note=f"env: {', '.join(sorted(env))}=..." if env else "")
         self.log.add(record)
         raise_if_timed_out(completed, timeout, record.summary())

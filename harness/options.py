@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.ownership import RunIdError, check_run_id, harness_root, new_run_id
+from harness.ownership import RunIdError, RunPaths, check_run_id, harness_root, new_run_id
 from harness.providers import Provider, ProviderSelectionError, parse_required, provider_table, select_providers
 
 DEFAULT_CASE_TIMEOUT = 300.0
@@ -91,8 +91,9 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
     for name in ("devsy_case_timeout", "devsy_cleanup_budget"):
         if config.getoption(name) <= 0:
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+    run_dir = RunPaths(run_id, harness_root()).run_dir  # a simulated column's stand-in keeps its state there
     return HarnessOptions(
-        providers=tuple(sorted(providers.values(), key=lambda p: p.name)),
+        providers=tuple(sorted((p.for_run(run_dir) for p in providers.values()), key=lambda p: p.name)),
         required=tuple(required),
         report_dir=report_dir,
         report_explicit=bool(explicit),

@@ -10,6 +10,7 @@ is that executable's, so nothing here is a stand-in. Scenarios see only the smal
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -89,6 +90,7 @@ def provider_process(provider: Provider, deadline: Deadline) -> Iterator[Provide
     if not is_external(name):
         raise ValueError(f"{provider.name} (--provider {name}) is not an external provider")
     command = provider_command(name, dict(provider.default_options))
+    command = dataclasses.replace(command, env={**command.env, **provider.environment()})  # a -sim column's msb
     plugin = PluginClient.launch(command)
     try:
         timeout = deadline.timeout(f"provider {name} calls", CALL_CAP)

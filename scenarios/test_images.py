@@ -201,18 +201,17 @@ def _msb_instance_image(backend: BackendInspector, instance: BackendInstance) ->
     """The Docker image id msb boots the sandbox from: its image must be `devsy-image:sha256-<id>`, a reference msb
     holds with that config digest (loaded by digest, so a moved tag cannot change it)."""
     assert isinstance(backend, MicrosandboxInspector)
-    msb = backend.msb
-    sandbox = json.loads(_msb(msb, "inspect", instance.name))
+    sandbox = json.loads(_msb(backend, "inspect", instance.name))
     ref = str((sandbox.get("active_config") or sandbox.get("config") or {}).get("image", ""))
     repository, _, digest = ref.partition(":sha256-")
     assert repository == "devsy-image" and len(digest) == 64, f"msb boots {ref!r}, not an image loaded by digest"
-    loaded = json.loads(_msb(msb, "image", "inspect", ref))["config"]["digest"]
+    loaded = json.loads(_msb(backend, "image", "inspect", ref))["config"]["digest"]
     assert loaded == f"sha256:{digest}", f"msb's {ref} has config digest {loaded}, not the digest it is tagged by"
     return str(loaded)
 
 
-def _msb(msb: str, *args: str) -> bytes:
-    completed = run_bounded([msb, *args, "--format", "json"], timeout=60)
+def _msb(backend: MicrosandboxInspector, *args: str) -> bytes:
+    completed = backend.run_msb(*args, "--format", "json", timeout=60)  # the column's msb (a -sim: its stand-in)
     assert completed.exit_code == 0, f"`msb {' '.join(args)}` exited {completed.exit_code}: {tail(completed.stderr)}"
     return completed.stdout
 

@@ -8,11 +8,12 @@ import pytest
 
 from harness.deadline import Deadline
 from harness.provider_process import MountSpec, ProviderRefused, provider_process
-from harness.providers import CATALOGUE_PROVIDER_IDS, provider_table, select_providers
+from harness.providers import CATALOGUE_PROVIDER_IDS, SIMULATED_PROVIDER_IDS, provider_table, select_providers
 
 
 def test_every_catalogue_provider_has_a_row() -> None:
-    assert sorted(provider_table()) == sorted(CATALOGUE_PROVIDER_IDS)
+    # The simulated columns (tests/test_harness_sim_columns.py) are rows too, selected by name, not by `all`.
+    assert sorted(provider_table()) == sorted(CATALOGUE_PROVIDER_IDS + SIMULATED_PROVIDER_IDS)
     assert [p.name for p in select_providers("all")] == list(CATALOGUE_PROVIDER_IDS)
 
 

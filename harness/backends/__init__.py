@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -66,19 +67,24 @@ class BackendInspector(Protocol):
 INSPECTORS: dict[str, str] = {
     "docker": "harness.backends.docker:DockerInspector",
     "microsandbox": "harness.backends.microsandbox:MicrosandboxInspector",
+    # A simulated column's stand-in (harness/providers.py SIMULATORS): built with the column's environment only.
+    "microsandbox-sim": "harness.backends.microsandbox:SimulatedMicrosandboxInspector",
 }
+# Inspected only with a column's environment (its stand-in and state): the sweeper visits them per run directory.
+NEEDS_ENV = ("microsandbox-sim",)
 
 
-def inspector_for(backend: str) -> BackendInspector:
-    """The inspector of a backend named in the provider table."""
+def inspector_for(backend: str, env: Mapping[str, str] | None = None) -> BackendInspector:
+    """The inspector of a backend (a provider's `target`), with the column's environment when it has one."""
     where = INSPECTORS.get(backend)
     if where is None:
         raise BackendUnavailable(f"the harness has no inspector for backend {backend!r} yet (harness/backends/)")
     module, _, cls = where.partition(":")
-    inspector: BackendInspector = getattr(importlib.import_module(module), cls)()
+    factory = getattr(importlib.import_module(module), cls)
+    inspector: BackendInspector = factory(env) if env or backend in NEEDS_ENV else factory()
     return inspector
 
 
 def inspectable_backends() -> tuple[str, ...]:
-    """Backends the sweeper visits."""
-    return tuple(INSPECTORS)
+    """Backends the sweeper visits in this process's environment."""
+    return tuple(name for name in INSPECTORS if name not in NEEDS_ENV)

@@ -5,12 +5,16 @@ carry no labels, so a volume belongs to a workspace when that workspace's sandbo
 (`dev.devsy.created-volumes`) or when its name starts with `<workspace id>-`: every volume a scenario asks for is
 named after its workspace id, which is also how a volume left by a failed `up` (no sandbox any more) is still found.
 Every command is bounded and runs in its own process group; msb's state directory is the one devsy uses (MSB_HOME).
+
+A simulated column (`*-microsandbox-sim`) is inspected the same way, through the stand-in devsy-msb-sim with the
+column's own environment (MSB_PATH at the stand-in, the run's MSB_HOME): SimulatedMicrosandboxInspector.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -51,20 +55,37 @@ class MsbFailed(BackendUnavailable):
 
 
 class MicrosandboxInspector:
+    """msb as devsy finds it (MSB_PATH, the bundled binary, PATH), in this process's environment, or in `env` added
+    to it (a simulated column's MSB_PATH and MSB_HOME)."""
+
     backend = "microsandbox"
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.added_env = dict(env or {})
+
+    @property
+    def env(self) -> dict[str, str] | None:
+        """The environment every msb command here runs with (None: this process's own)."""
+        return {**os.environ, **self.added_env} if self.added_env else None
 
     @cached_property
     def msb(self) -> str:
-        from devsy.driver.microsandbox.locate import locate_msb  # the binary devsy itself would run
+        from devsy.driver.microsandbox.locate import MSB_PATH_ENV, locate_msb  # the binary devsy itself would run
         from devsy.errors import DevsyError
 
+        if MSB_PATH_ENV in self.added_env:  # the column names its msb (a stand-in): exactly that one
+            return self.added_env[MSB_PATH_ENV]
         try:
             return locate_msb().path
         except DevsyError as exc:
             raise BackendUnavailable(f"msb is not usable: {exc}") from exc
 
+    def run_msb(self, *args: str, timeout: float = MSB_TIMEOUT) -> CompletedCommand:
+        """`msb ARGS...` bounded, in this inspector's environment (for scenarios that read msb directly)."""
+        return run_bounded([self.msb, *args], timeout=timeout, env=self.env)
+
     def _run(self, *args: str) -> CompletedCommand:
-        completed = run_bounded([self.msb, *args], timeout=MSB_TIMEOUT)
+        completed = self.run_msb(*args)
         if completed.timed_out:
             raise MsbFailed(f"`msb {' '.join(args)}` did not finish within {MSB_TIMEOUT:g}s (process group killed)")
         return completed
@@ -167,6 +188,21 @@ class MicrosandboxInspector:
         completed = self._run("volume", "rm", name)
         if completed.exit_code != 0 and "volume not found" not in completed.stderr.decode("utf-8", "replace"):
             raise MsbFailed(f"`msb volume rm {name}` exited {completed.exit_code}: {tail(completed.stderr, 5)}")
+
+
+class SimulatedMicrosandboxInspector(MicrosandboxInspector):
+    """A simulated column's view: the stand-in devsy-msb-sim, called exactly as msb, with the column's MSB_PATH and
+    MSB_HOME (never this process's msb)."""
+
+    backend = "microsandbox-sim"
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        from devsy.driver.microsandbox.locate import MSB_PATH_ENV
+
+        if not env or MSB_PATH_ENV not in env or "MSB_HOME" not in env:
+            raise BackendUnavailable("a simulated MicroSandbox column is inspected with its own MSB_PATH and "
+                                     "MSB_HOME (harness/providers.py SIMULATORS); none were given")
+        super().__init__(env)
 
 
 def _instance(sandbox: Sandbox) -> BackendInstance:
