@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.providers import BACKENDS, KINDS
+from harness.providers import BACKENDS, KINDS, split_provider_id
 
 DEFAULT_MANIFEST = "scenarios.manifest"
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -33,7 +33,9 @@ class Applies:
     reason: str = ""
 
     def to(self, provider_id: str) -> bool:
-        kind, _, backend = provider_id.partition("-")
+        """A simulated column (`<kind>-<backend>-sim`) has its backend's applicability; whether the stand-in can
+        show the case is the case's own `simulator` field."""
+        kind, backend, _ = split_provider_id(provider_id)
         return kind in self.kinds and backend in self.backends
 
 
@@ -41,12 +43,22 @@ class Applies:
 class Case:
     """One catalogue case. `needs_boot=False`: the case needs only the backend's tooling, not a running guest (a
     container that starts, a microVM that boots), so it runs wherever the backend's probe found the tooling usable,
-    even when the probe could not boot a guest (e.g. a failure that happens at or before boot)."""
+    even when the probe could not boot a guest (e.g. a failure that happens at or before boot).
+
+    `simulator=False`: a stand-in for the backend's tooling (a `-sim` column, harness/providers.py SIMULATORS)
+    cannot show what the case checks; `simulator_reason` says what (required), and the case is reported "not
+    runnable on the simulator: <reason>" on every simulated column, never silently left out."""
 
     name: str
     title: str
     applies: Applies = Applies()
     needs_boot: bool = True
+    simulator: bool = True
+    simulator_reason: str = ""
+
+    def simulator_limit(self) -> str | None:
+        """Why a simulated column cannot run this case; None when it can."""
+        return None if self.simulator else self.simulator_reason
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,9 @@ class Manifest:
                     if not _ID.match(part):
                         raise ManifestError(f"manifest id part {part!r} must match {_ID.pattern}")
                 case_id = f"{suite.name}/{case.name}"
+                if not case.simulator and not case.simulator_reason.strip():
+                    raise ManifestError(f"{case_id}: simulator=False needs a simulator_reason (what the stand-in "
+                                        "cannot show), for the report's not-runnable cells")
                 if case_id in seen:
                     raise ManifestError(f"manifest lists {case_id} twice")
                 seen.add(case_id)
@@ -108,6 +123,14 @@ class Manifest:
     def applies(self, case_id: str, provider_id: str) -> bool:
         case = self.case(case_id)
         return case is not None and case.applies.to(provider_id)
+
+    def simulator_limit(self, case_id: str, provider_id: str) -> str | None:
+        """Why `provider_id` (a simulated column) cannot run `case_id` on its stand-in; None for a real column or a
+        case the stand-in can show."""
+        case = self.case(case_id)
+        if case is None or not split_provider_id(provider_id)[2]:
+            return None
+        return case.simulator_limit()
 
     def not_applicable_reason(self, case_id: str, provider_id: str) -> str | None:
         """Why `case_id` does not apply to `provider_id` (the manifest's reason, else a generic one); None if it

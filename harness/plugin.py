@@ -147,6 +147,9 @@ def _devsy_case(request: pytest.FixtureRequest) -> Iterator[CaseContext | None]:
     session = request.config.stash[SESSION]
     case_id = str(marker.args[0])
     probe = session.prepare(provider)
+    limit = session.manifest.simulator_limit(case_id, provider.name)
+    if limit is not None:  # declared in the manifest: a skip with its reason, even for a required -sim column
+        pytest.skip(f"{provider.name} not runnable on the simulator: {limit}")
     if not probe.allows(needs_boot=session.needs_boot(case_id)):
         message = f"{provider.name} not runnable here: {probe.evidence()}"
         if provider.name in session.options.required:
@@ -164,7 +167,7 @@ def _devsy_case(request: pytest.FixtureRequest) -> Iterator[CaseContext | None]:
     errors = ctx.cleanup.errors()
     if errors:
         if ctx.diagnostics is None:
-            save_diagnostics(ctx, "cleanup failed:\n" + "\n".join(errors), session.probe_of(provider.backend))
+            save_diagnostics(ctx, "cleanup failed:\n" + "\n".join(errors), session.probe_of(provider.target))
         pytest.fail(f"cleanup failed for {ctx.result_id} ({len(errors)} step(s)); diagnostics: {ctx.diagnostics}\n"
                     + "\n".join(f"  - {e}" for e in errors), pytrace=False)
 
@@ -217,7 +220,7 @@ def pytest_runtest_makereport(
     ctx = item.stash.get(CONTEXT, None)
     session = item.config.stash[SESSION]
     if report.when == "call" and report.failed and ctx is not None:
-        folder = save_diagnostics(ctx, report.longreprtext, session.probe_of(provider.backend))
+        folder = save_diagnostics(ctx, report.longreprtext, session.probe_of(provider.target))
         lines = [f"diagnostics saved under {folder}"]
         if ctx.settings.keep_on_failure:
             lines += [f"instance kept; enter it with: {command}" for command in ctx.keep_instances()]

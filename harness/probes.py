@@ -6,12 +6,20 @@ and a tiny microVM really boots (devsy's own boot probe, bounded): a /dev/kvm th
 
 A provider whose probe fails is "not runnable here", except for cases that need no booted guest (manifest
 `needs_boot=False`): those run wherever the probe found the backend's tooling usable.
+
+The real MicroSandbox probe refuses the msb simulator (MSB_PATH at devsy-msb-sim): a stand-in never makes a real
+column runnable. A simulated column (`*-microsandbox-sim`) has its own probe, `microsandbox-sim`: the stand-in
+answers as itself and devsy's own boot probe, run in a subprocess with the column's MSB_PATH and MSB_HOME, "boots"
+the busybox rootfs on it (a Docker container). Its evidence says it is a stand-in.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +28,7 @@ from filelock import FileLock
 
 from harness.commands import run_bounded, tail
 from harness.ownership import HARNESS_RUN_LABEL
+from harness.providers import SIMULATORS
 
 FALLBACK_GUEST_IMAGE = "devsy-guest:bookworm"
 RUN_TIMEOUT = 60
@@ -155,6 +164,11 @@ def probe_microsandbox(run_id: str) -> ProbeResult:
         return ProbeResult("microsandbox", False, f"msb is not usable: {exc.message}", steps, usable=False)
     steps.append(ProbeStep(f"{binary.path} --version", 0, f"msb {binary.version_text}",
                            round(time.monotonic() - started, 3)))
+    stand_in = _stand_in(binary.path)
+    if stand_in:
+        return ProbeResult("microsandbox", False, f"{binary.path} is the msb simulator, a stand-in ({stand_in}): "
+                           "a real MicroSandbox column needs the real msb (unset MSB_PATH); the stand-in runs only "
+                           "the *-microsandbox-sim columns", steps, usable=False)
     listed = run_bounded([binary.path, "ls", "--format", "json"], timeout=MSB_QUICK_TIMEOUT)
     steps.append(ProbeStep("msb ls --format json", listed.exit_code, tail(listed.stderr or listed.stdout, 20),
                            round(listed.duration, 3)))
@@ -172,24 +186,80 @@ def probe_microsandbox(run_id: str) -> ProbeResult:
                        f"(exit {booted.exit_status} after {booted.duration:.1f} s): {why}", steps, usable=True)
 
 
-PROBES: dict[str, Callable[[str], ProbeResult]] = {"docker": probe_docker, "microsandbox": probe_microsandbox}
+def _stand_in(path: str) -> str:
+    """What says `path` is the msb simulator (its own executable, or a `--version` that is the stand-in's); ""
+    when it is not."""
+    from fixtures.msb_sim.main import VERSION as SIM_VERSION
+
+    simulator = SIMULATORS["microsandbox"].executable
+    if simulator.exists() and Path(path).resolve() == simulator.resolve():
+        return f"it is {simulator}"
+    answered = run_bounded([path, "--version"], timeout=MSB_QUICK_TIMEOUT)
+    said = answered.stdout.decode("utf-8", "replace").strip()
+    return f"`--version` says {said!r}" if said == SIM_VERSION else ""
 
 
-def run_probe(backend: str, run_id: str) -> ProbeResult:
+def probe_microsandbox_sim(run_id: str, env: Mapping[str, str] | None = None) -> ProbeResult:
+    """The stand-in answers as itself, `ls` works in the column's MSB_HOME, and devsy's boot probe runs on it."""
+    from fixtures.msb_sim.main import VERSION as SIM_VERSION
+
+    sim = SIMULATORS["microsandbox"]
+    added = dict(env or {})
+    binary = added.get(sim.path_env, "")
+    if not binary or sim.home_env not in added:
+        return ProbeResult("microsandbox-sim", False, "the simulated column has no MSB_PATH/MSB_HOME of its own",
+                           usable=False)
+    full_env = {**os.environ, **added}
+    full_env.pop("MSB_LIBKRUNFW_PATH", None)  # the stand-in runs no libkrunfw; a case may set its own
+    steps: list[ProbeStep] = []
+    commands = (("--version",), ("ls", "--format", "json"))
+    for args in commands:
+        done = run_bounded([binary, *args], timeout=MSB_QUICK_TIMEOUT, env=full_env)
+        steps.append(ProbeStep(f"{binary} {' '.join(args)}", done.exit_code, tail(done.stdout + done.stderr, 20),
+                               round(done.duration, 3)))
+        if done.exit_code != 0:
+            return ProbeResult("microsandbox-sim", False, f"the msb simulator does not answer `{' '.join(args)}` "
+                               f"(exit {done.exit_code})", steps, usable=False)
+        if args == ("--version",) and done.stdout.decode("utf-8", "replace").strip() != SIM_VERSION:
+            return ProbeResult("microsandbox-sim", False, f"{binary} is not the msb simulator (a simulated column "
+                               "runs only on the stand-in)", steps, usable=False)
+    boot = [sys.executable, "-m", "devsy.driver.microsandbox.probe", "--timeout", str(MSB_BOOT_TIMEOUT)]
+    booted = run_bounded(boot, timeout=MSB_BOOT_TIMEOUT + 30, env=full_env)
+    steps.append(ProbeStep(f"{sim.path_env}={binary} {sim.home_env}=<run>/{sim.home_dir} python -m "
+                           "devsy.driver.microsandbox.probe", booted.exit_code,
+                           tail(booted.stdout + booted.stderr, 20), round(booted.duration, 3)))
+    if booted.exit_code != 0:
+        return ProbeResult("microsandbox-sim", False, f"devsy's boot probe fails on the msb simulator (exit "
+                           f"{booted.exit_code}{', timed out' if booted.timed_out else ''})", steps, usable=True)
+    return ProbeResult("microsandbox-sim", True, "SIMULATED: devsy's boot probe runs on devsy-msb-sim (a stand-in "
+                       "backed by Docker; no microVM booted)", steps, usable=True)
+
+
+# A probe per provider target (harness/providers.py Provider.target), called with the run id, and with the column's
+# environment when the column has one (a simulated column's MSB_PATH and MSB_HOME).
+PROBES: dict[str, Callable[..., ProbeResult]] = {
+    "docker": probe_docker,
+    "microsandbox": probe_microsandbox,
+    "microsandbox-sim": probe_microsandbox_sim,
+}
+
+
+def run_probe(backend: str, run_id: str, env: Mapping[str, str] | None = None) -> ProbeResult:
     probe = PROBES.get(backend)
     if probe is None:
         return ProbeResult(backend, False, f"the harness has no probe for backend {backend!r}")
-    return probe(run_id)
+    return probe(run_id, env) if env else probe(run_id)
 
 
-def probe_once(backend: str, run_id: str, directory: Path) -> ProbeResult:
-    """The run's probe result for `backend`: computed by the first process that asks, then read from disk."""
+def probe_once(backend: str, run_id: str, directory: Path, env: Mapping[str, str] | None = None) -> ProbeResult:
+    """The run's probe result for `backend` (a provider's target): computed by the first process that asks, then
+    read from disk."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{backend}.json"
     with FileLock(str(directory / f"{backend}.lock"), timeout=LOCK_TIMEOUT):
         if path.exists():
             return ProbeResult.from_dict(json.loads(path.read_text()))
-        result = run_probe(backend, run_id)
+        result = run_probe(backend, run_id, env)
         path.write_text(json.dumps(result.to_dict(), indent=2))
         return result
 

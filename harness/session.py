@@ -82,7 +82,7 @@ class HarnessSession:
         swept = ensure_started(self.paths, self.token)
         if swept is not None:
             self.sweeps.append(swept)
-        return probe_once(provider.backend, self.options.run_id, self.paths.probes_dir)
+        return probe_once(provider.target, self.options.run_id, self.paths.probes_dir, provider.environment())
 
     def probe_of(self, backend: str) -> ProbeResult | None:
         return recorded_probes(self.paths.probes_dir).get(backend)

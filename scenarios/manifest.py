@@ -9,6 +9,11 @@ from __future__ import annotations
 from harness.catalogue import Applies, Case, Manifest, Suite
 
 EVERY_PROVIDER = Applies()
+# What the msb simulator (the *-microsandbox-sim columns; fixtures/msb_sim, its docstring lists what it does not
+# simulate) cannot show: such a case is reported "not runnable on the simulator: <reason>" on those columns.
+NO_GUEST_PROC = "a booted guest's /proc (processors, MemTotal): the stand-in's container shares the host kernel"
+NO_VIRTIOFS_OWNER = ("msb's uid=,gid= ownership override on the workspace mount: the stand-in records it in the "
+                     "sandbox config, but its Docker bind shows the host's owners")
 EXTERNAL_ONLY = Applies(kinds=("external",),
                         reason="a contract of external providers (Runtime Protocol RunImage) other kinds lack")
 
@@ -32,7 +37,8 @@ MANIFEST = Manifest(
                      "the host uid:gid; MicroSandbox: the developer's), host owner unchanged; guest-created entries "
                      "0644/0755 on the host; the developer writes the workspace; PID 1 and the backend's exec run "
                      "as the workload user, devsy ssh/exec as the developer (seen by the backend's exec); rechecked "
-                     "after stop/up, --recreate and an identity change with --recreate"),
+                     "after stop/up, --recreate and an identity change with --recreate",
+                     simulator=False, simulator_reason=NO_VIRTIOFS_OWNER),
             ),
         ),
         Suite(
@@ -42,7 +48,9 @@ MANIFEST = Manifest(
                 # Needs no booted guest: on MicroSandbox the failure *is* a VM that never boots (forced on any host
                 # with a non-library MSB_LIBKRUNFW_PATH; naturally where KVM cannot boot guests).
                 Case("first-up-failure", "a failing first up leaves no record, SSH entry, content, volume, instance",
-                     needs_boot=False),
+                     needs_boot=False, simulator=False,
+                     simulator_reason="the forced boot failure is a non-library MSB_LIBKRUNFW_PATH, which only a "
+                                      "real msb (libkrun) refuses: the stand-in builds no VM"),
                 Case("existing-preserved", "a failing up of an existing workspace keeps record, SSH entry, content"),
                 Case("source-retry", "a git clone cut mid-pack (server dies; Ctrl-C) leaves no record, content, "
                      "partial clone, SSH entry, instance or git process; the retry clones and runs; failed re-ups "
@@ -132,7 +140,10 @@ MANIFEST = Manifest(
                      Applies(backends=("microsandbox",),
                              reason="MicroSandbox's workspace options (MICROSANDBOX_WORKSPACE_STAT_VIRTUALIZATION, "
                                     "_HOST_PERMISSIONS); a Docker bind shows the host's own metadata, with no "
-                                    "policy to choose")),
+                                    "policy to choose"),
+                     simulator=False, simulator_reason="virtiofs stat virtualization and host permission modes "
+                     "(stat-virt=, host-perms=): the stand-in records them, its Docker bind shows the host's own "
+                     "metadata"),
             ),
         ),
         Suite(
@@ -152,7 +163,9 @@ MANIFEST = Manifest(
                      "them up is an image error naming the registry and creates nothing; with `docker login` "
                      "credentials (DOCKER_CONFIG) it is pulled (manifest reads counted), its marker, ENV and USER "
                      "reach the guest; MicroSandbox: msb pulls it and the host's Docker engine holds it neither "
-                     "before nor after; the credentials are never printed"),
+                     "before nor after; the credentials are never printed",
+                     simulator=False, simulator_reason="msb's own registry client: the stand-in pulls through the "
+                     "host's Docker engine (docker pull), which then holds the image"),
             ),
         ),
         Suite(
@@ -161,11 +174,14 @@ MANIFEST = Manifest(
             cases=(
                 Case("effective", "MicroSandbox: provider options over hostRequirements over 1 CPU / 2048 MiB, seen "
                      "as processors and MemTotal and in msb inspect; Docker (no CPU or memory option): "
-                     "hostRequirements become the container's cgroup CPU quota and memory limit, none without"),
+                     "hostRequirements become the container's cgroup CPU quota and memory limit, none without",
+                     simulator=False, simulator_reason=NO_GUEST_PROC),
                 Case("hotplug", "msb modify within the boot ceilings applies live (guest converges); beyond them it "
                      "is refused; same sandbox, boot id and instance data",
                      Applies(backends=("microsandbox",),
-                             reason="Docker has no boot ceilings or live resize: its limits are fixed at create")),
+                             reason="Docker has no boot ceilings or live resize: its limits are fixed at create"),
+                     simulator=False, simulator_reason="hotplug's effect inside a booted guest (new vCPUs and "
+                     "memory): the stand-in changes only its container's cgroup limits"),
                 Case("ceilings", "a MAX_CPUS/MAX_MEMORY below the effective value (from an option, hostRequirements "
                      "or the default) is refused naming the option; nothing is created", needs_boot=False,
                      applies=Applies(backends=("microsandbox",),
