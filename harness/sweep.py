@@ -3,6 +3,11 @@
 A run owns workspaces whose id starts with its prefix (harness.ownership), objects labelled with its run id, the
 directory `<root>/runs/<run id>/`, and devsy SSH blocks for its workspaces in the user's default SSH config (only
 there if devsy ever wrote outside the run's own config file).
+
+A simulated column's stand-in (harness/providers.py SIMULATORS) keeps its state in the run dir: the sweeper removes
+its sandboxes and volumes through the stand-in itself (in that state), then, unless a workspace is kept, whatever
+Docker containers, volumes and image tags the stand-in left for that state (labelled `dev.devsy.msb-sim=true` and
+the state's key; fixtures/msb_sim/docker.py), before the run dir goes.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from devsy.ssh.mux.processes import stop_masters_under
 from harness import ssh_blocks
 from harness.backends import LABEL_WORKSPACE, BackendUnavailable, LabelMatch, inspectable_backends, inspector_for
 from harness.ownership import HARNESS_RUN_LABEL, Ownership, RunPaths, harness_root, is_owned_workspace
+from harness.providers import SIM_SUFFIX, SIMULATORS
 
 DEFAULT_SSH_CONFIG = Path.home() / ".ssh" / "config"
 
@@ -55,7 +61,9 @@ def sweep_run(
 
     report = SweepReport(run_ids=[run_id])
     report.removed += stop_masters_under(paths.run_dir, lambda workspace_id: workspace_id not in keep_workspaces)
-    _sweep_backends(report, owned, lambda labels: labels.get(LABEL_WORKSPACE, "") in keep_workspaces)
+    keep = lambda labels: labels.get(LABEL_WORKSPACE, "") in keep_workspaces  # noqa: E731
+    _sweep_backends(report, owned, keep)
+    _sweep_simulators(report, [paths.run_dir], owned, keep, leftovers=not keep_workspaces)
     _sweep_ssh(report, owns_id)
     if keep_workspaces:
         report.kept += [f"workspace {ws}" for ws in sorted(keep_workspaces)] + [f"directory {paths.run_dir}"]
@@ -78,6 +86,8 @@ def sweep_all_owned(root: Path | None = None) -> SweepReport:
 
     report.removed += stop_masters_under(runs)  # devsy ssh's masters serving any run's home
     _sweep_backends(report, owned, lambda labels: False)
+    run_dirs = [p for p in sorted(runs.iterdir()) if p.is_dir()] if runs.is_dir() else []
+    _sweep_simulators(report, run_dirs, owned, lambda labels: False, leftovers=True)
     _sweep_ssh(report, is_owned_workspace)
     if runs.is_dir():
         for entry in sorted(runs.iterdir()):
@@ -94,6 +104,40 @@ def _sweep_backends(report: SweepReport, owned: LabelMatch, keep: LabelMatch) ->
             continue
         report.removed += [f"{backend} {item}" for item in outcome.removed]
         report.errors += [f"{backend} {item}" for item in outcome.errors]
+
+
+def _sweep_simulators(report: SweepReport, run_dirs: list[Path], owned: LabelMatch, keep: LabelMatch, *,
+                      leftovers: bool) -> None:
+    """Each run dir's stand-in state: its sandboxes and volumes through the stand-in, then (`leftovers`) the Docker
+    objects and image tags the stand-in made for that state."""
+    for run_dir in run_dirs:
+        for backend, simulator in SIMULATORS.items():
+            home = simulator.home(run_dir)
+            if not home.is_dir():
+                continue
+            target = f"{backend}{SIM_SUFFIX}"
+            try:
+                outcome = inspector_for(target, dict(simulator.environment(run_dir))).sweep(owned, keep)
+            except BackendUnavailable as exc:
+                report.errors.append(f"{target} ({home}): {exc}")
+                continue
+            report.removed += [f"{target} {item}" for item in outcome.removed]
+            report.errors += [f"{target} {item}" for item in outcome.errors]
+            if leftovers:
+                _sweep_sim_docker(report, target, home)
+
+
+def _sweep_sim_docker(report: SweepReport, target: str, home: Path) -> None:
+    from fixtures.msb_sim.docker import sweep, untag_images
+    from fixtures.msb_sim.errors import SimError
+    from fixtures.msb_sim.state import home_key
+
+    key = home_key(home)
+    try:
+        report.removed += [f"{target} docker object {name}" for name in sweep(key)]
+        report.removed += [f"{target} image tag {tag}" for tag in untag_images(key)]
+    except SimError as exc:
+        report.errors.append(f"{target} docker objects of {home}: {exc}")
 
 
 def _sweep_ssh(report: SweepReport, owns_id: Callable[[str], bool]) -> None:
