@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.catalogue import Manifest, result_id
-from harness.providers import BACKENDS, CATALOGUE_PROVIDER_IDS, provider_table
+from harness.providers import BACKENDS, CATALOGUE_PROVIDER_IDS, SIMULATED_PROVIDER_IDS, provider_table
 from harness.records import ERROR, FAIL, PASS, SKIP
 from harness.report import Report
 
@@ -50,6 +50,8 @@ class ParityTable:
     providers: tuple[str, ...]
     rows: tuple[Row, ...]
     verdicts: tuple[Verdict, ...]
+    # Columns run against a stand-in (harness/providers.py SIMULATORS): shown marked, never in a verdict.
+    simulated: tuple[str, ...] = ()
 
 
 def _first_line(text: str) -> str:
@@ -81,7 +83,8 @@ def cell_for(report: Report, manifest: Manifest, case_id: str, provider: str) ->
 
 def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
     """External may replace built-in on `backend` only when every case applicable to the external provider passes
-    on it (external-only cases included) and every case applicable to both passes on both."""
+    on it (external-only cases included) and every case applicable to both passes on both. Only the real columns
+    decide: a simulated column's cells (`<kind>-<backend>-sim`) are never read here."""
     builtin, external = f"builtin-{backend}", f"external-{backend}"
     cases = [c for c in manifest.case_ids(report.shard) if manifest.applies(c, external)]
     # The cells that decide: the external provider's for each of its cases, the built-in's where the case applies.
@@ -126,14 +129,16 @@ def verdict_for(report: Report, manifest: Manifest, backend: str) -> Verdict:
 
 
 def build_parity(report: Report, manifest: Manifest) -> ParityTable:
-    providers = CATALOGUE_PROVIDER_IDS
+    # The simulated columns a run has follow the real ones (a run without them does not show them).
+    simulated = tuple(p for p in SIMULATED_PROVIDER_IDS if p in report.simulated_columns())
+    providers = CATALOGUE_PROVIDER_IDS + simulated
     titles = {f"{s.name}/{c.name}": c.title for s in manifest.suites for c in s.cases}
     rows = tuple(
         Row(case_id, titles[case_id], tuple(cell_for(report, manifest, case_id, p) for p in providers))
         for case_id in manifest.case_ids()
     )
     verdicts = tuple(verdict_for(report, manifest, backend) for backend in BACKENDS)
-    return ParityTable(providers=providers, rows=rows, verdicts=verdicts)
+    return ParityTable(providers=providers, rows=rows, verdicts=verdicts, simulated=simulated)
 
 
 def outcome_counts(report: Report) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from harness.parity import NO, UNDECIDED, YES
-from harness.parity_view import DECISION_WORDS, ParityView, ViewCell, duration_text
+from harness.parity_view import DECISION_WORDS, SIMULATED_BADGE, ParityView, ViewCell, duration_text
 
 _DECISION_CLASS = {YES: "yes", NO: "no", UNDECIDED: "undecided"}
 _CSS = """
@@ -33,6 +33,8 @@ pre{white-space:pre-wrap;background:#f7f7f7;padding:.5em;font-size:12px;max-widt
 td.fig{font-family:monospace;text-align:right}
 .figures tbody tr:not(.suite) th{font:12px monospace}
 tr.count td.bad{background:#f9d6d6;font-weight:bold}
+th.simulated{background:#ece6f6}.badge{font-size:11px;font-weight:normal;background:#7a5ea8;color:#fff;
+padding:0 .4em;border-radius:3px}.simulated-notes{color:#444}
 """
 
 
@@ -47,7 +49,8 @@ def _cell(cell: ViewCell) -> str:
 def _cases(view: ParityView) -> list[str]:
     width = len(view.providers) + 1
     parts = ["<table class='cases'><thead><tr><th>case</th>"]
-    parts += [f"<th>{escape(p)}</th>" for p in view.providers]
+    parts += [f"<th class='simulated'>{escape(p)} <span class='badge'>{SIMULATED_BADGE}</span></th>"
+              if p in view.simulated else f"<th>{escape(p)}</th>" for p in view.providers]
     parts.append("</tr>")
     for label, per_column in view.counts:
         # A failed or missing result anywhere is what a maintainer looks for first.
@@ -67,6 +70,13 @@ def _cases(view: ParityView) -> list[str]:
         parts.append("</tbody>")
     parts.append("</table>")
     return parts
+
+
+def _simulated(view: ParityView) -> list[str]:
+    if not view.simulated_notes:
+        return []
+    return ["<h2>Simulated columns</h2><ul class='simulated-notes'>",
+            *(f"<li>{escape(note)}</li>" for note in view.simulated_notes), "</ul>"]
 
 
 def _notes(view: ParityView) -> list[str]:
@@ -117,7 +127,7 @@ def render_page(view: ParityView, run_id: str, run_lines: list[str],
         parts.append(f"<div class='verdict {css}'><b>{escape(word)}</b>{escape(v.sentence())}</div>")
     parts += [f"<p class='run'>{escape(line)}</p>" for line in run_lines]
     parts.append("<h2>Cases</h2>")
-    parts += _cases(view) + _notes(view) + _figures(view)
+    parts += _cases(view) + _simulated(view) + _notes(view) + _figures(view)
     parts.append("<h2>Probes</h2><ul>")
     parts += [f"<li>{escape(backend)}: {escape(status)}: {escape(summary)}</li>" for backend, status, summary in probes]
     if not probes:

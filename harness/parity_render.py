@@ -67,13 +67,19 @@ def _md_row(first: str, rest: list[str]) -> str:
 
 def _md_cases(view: ParityView) -> list[str]:
     width = len(view.providers)
-    lines = [_md_row("case", [md_text(p) for p in view.providers]), "|---|" + "---|" * width]
+    lines = [_md_row("case", [md_text(view.header(p)) for p in view.providers]), "|---|" + "---|" * width]
     lines += [_md_row(f"**{label}**", [str(n) for n in per_column]) for label, per_column in view.counts]
     for group in view.groups:
         head = f"**{md_text(group.suite)}**" + (f": {md_text(group.title)}" if group.title else "")
         lines.append(_md_row(head, [""] * width))
         lines += [_md_row(md_code(row.name), [_md_cell(cell) for cell in row.cells]) for row in group.rows]
     return lines
+
+
+def _md_simulated(view: ParityView) -> list[str]:
+    if not view.simulated_notes:
+        return []
+    return ["", "### Simulated columns", "", *(f"- {md_text(note)}" for note in view.simulated_notes)]
 
 
 def _md_notes(view: ParityView) -> list[str]:
@@ -91,7 +97,7 @@ def _md_figures(view: ParityView) -> list[str]:
     if not view.figures:
         return []
     width = len(view.figure_providers)
-    lines = ["", "## Figures", "", _md_row("figure", [md_text(p) for p in view.figure_providers]),
+    lines = ["", "## Figures", "", _md_row("figure", [md_text(view.header(p)) for p in view.figure_providers]),
              "|---|" + "---|" * width]
     for group in view.figures:
         lines.append(_md_row(f"**{md_code(group.case_id)}**", [""] * width))
@@ -105,7 +111,7 @@ def render_markdown(table: ParityTable, report: Report, manifest: Manifest | Non
     lines = [f"# Parity table: run {md_text(report.run_id)}", "", "## Cutover verdict", ""]
     lines += [f"- **{DECISION_WORDS.get(v.decision, v.decision)}** {md_text(v.sentence())}" for v in view.verdicts]
     lines += ["", *(md_text(line) for line in run_lines(report)), "", "## Cases", ""]
-    lines += _md_cases(view) + _md_notes(view) + _md_figures(view)
+    lines += _md_cases(view) + _md_simulated(view) + _md_notes(view) + _md_figures(view)
     lines += ["", "## Probes", ""]
     for backend, probe in sorted(report.probes.items()):
         lines.append(f"- {md_text(backend)}: {_probe_status(probe)}: {md_text(str(probe.get('summary', '')))}")

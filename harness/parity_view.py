@@ -9,6 +9,7 @@ from harness.catalogue import Manifest, result_id
 from harness.parity import (
     C_FAIL, C_MISSING, C_NA, C_NOT_RUN, C_NOT_RUNNABLE, C_PASS, NO, UNDECIDED, YES, Cell, ParityTable, Verdict,
 )
+from harness.providers import SIMULATORS, split_provider_id
 from harness.records import ERROR, CaseRecord, Figure
 from harness.report import Report
 
@@ -107,6 +108,29 @@ class ParityView:
     footnotes: tuple[Footnote, ...]
     figure_providers: tuple[str, ...]
     figures: tuple[FigureGroup, ...]
+    # Columns run against a stand-in: their headers carry SIMULATED_BADGE, and simulated_notes say what that means.
+    simulated: tuple[str, ...] = ()
+    simulated_notes: tuple[str, ...] = ()
+
+    def header(self, provider: str) -> str:
+        return f"{provider} ({SIMULATED_BADGE})" if provider in self.simulated else provider
+
+
+SIMULATED_BADGE = "simulated"
+
+
+def simulated_notes(simulated: tuple[str, ...]) -> tuple[str, ...]:
+    """One sentence per stand-in behind the simulated columns: what it is, and that it never counts."""
+    by_backend: dict[str, list[str]] = {}
+    for provider in simulated:
+        by_backend.setdefault(split_provider_id(provider)[1], []).append(provider)
+    notes = []
+    for backend, columns in by_backend.items():
+        real = ", ".join(name[: -len("-sim")] for name in columns)
+        notes.append(f"{', '.join(columns)} ({SIMULATED_BADGE}): {SIMULATORS[backend].describes}. A stand-in imitates "
+                     f"the backend's command line without the backend itself, so these cells are never evidence for "
+                     f"{backend}: they count toward no verdict, no cutover and no --devsy-require of {real}.")
+    return tuple(notes)
 
 
 def _reason_key(cell: Cell, provider: str) -> str:
@@ -202,4 +226,6 @@ def build_view(table: ParityTable, report: Report, manifest: Manifest | None = N
     )
     groups = tuple(Group(suite, titles.get(suite, ""), tuple(rows)) for suite, rows in grouped.items())
     figure_providers, figures = _figures(report, table)
-    return ParityView(table.providers, table.verdicts, _counts(table), groups, footnotes, figure_providers, figures)
+    shown = tuple(p for p in table.simulated if p in table.providers)
+    return ParityView(table.providers, table.verdicts, _counts(table), groups, footnotes, figure_providers, figures,
+                      shown, simulated_notes(shown))

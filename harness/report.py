@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.provenance import HostFacts, Provenance
+from harness.providers import SIMULATED_PROVIDER_IDS, SIMULATORS, is_simulated
 from harness.records import OUTCOMES, CaseRecord
 
 REPORT_FILE = "report.json"
@@ -94,12 +95,22 @@ class Report:
             "narrowed_by": self.narrowed_by,
             "suites": self.suites,
             "providers": {"requested": self.requested, "required": self.required},
+            # Columns run against a stand-in for their backend's tooling (this run's, and every such column the
+            # harness has): never counted for that backend.
+            "simulated": {"columns": self.simulated_columns(), "all_columns": list(SIMULATED_PROVIDER_IDS),
+                          "counts_for_backend": False,
+                          "stand_ins": {backend: sim.describes for backend, sim in SIMULATORS.items()}},
             "provenance": self.provenance.to_dict() if self.provenance is not None else None,
             "sources": [source.to_dict() for source in self.sources],
             "probes": self.probes,
             "summary": self.summary(),
-            "results": {rid: self.results[rid].to_dict() for rid in sorted(self.results)},
+            "results": {rid: _result_dict(self.results[rid]) for rid in sorted(self.results)},
         }
+
+    def simulated_columns(self) -> list[str]:
+        """The simulated columns this run requested or holds results of."""
+        seen = set(self.requested) | {record.provider for record in self.results.values()}
+        return sorted(name for name in seen if is_simulated(name))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Report":
@@ -122,6 +133,12 @@ class Report:
             provenance=Provenance.from_dict(data["provenance"]) if isinstance(data.get("provenance"), dict) else None,
             sources=[ReportSource.from_dict(source) for source in data.get("sources") or []],
         )
+
+
+def _result_dict(record: CaseRecord) -> dict[str, Any]:
+    data = record.to_dict()
+    data["simulated"] = is_simulated(record.provider)  # a stand-in's result: never evidence for its backend
+    return data
 
 
 def write_report_json(report: Report, directory: Path) -> Path:
