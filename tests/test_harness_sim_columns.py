@@ -207,3 +207,49 @@ def test_requiring_builtin_microsandbox_is_refused_though_its_sim_column_passes(
                               "--devsy-providers", "builtin-microsandbox", "--devsy-require", "builtin-microsandbox")
     assert done.returncode == 1, done.stdout[-3000:]
     assert "is the msb simulator, a stand-in" in report["results"]["lifecycle/up-fresh[builtin-microsandbox]"]["reason"]
+
+
+def _sim(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SIM), *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.docker
+def test_the_sweeper_removes_what_a_run_left_on_the_stand_in(tmp_path: Path, busybox_rootfs: Path) -> None:
+    """A crashed run's stand-in sandbox (owned by label), volume (named after its workspace) and an unlabelled one
+    (a probe's, say) are all gone after `sweep_run`; so are their Docker containers and volumes."""
+    from fixtures.msb_sim.docker import LABEL_HOME
+    from fixtures.msb_sim.state import home_key
+    from harness.ownership import Ownership, RunPaths
+    from harness.sweep import sweep_run
+
+    run_id = "simsweep" + os.urandom(4).hex()
+    root = tmp_path / "h"
+    paths = RunPaths(run_id, root)
+    workspace = Ownership(run_id).workspace_id("lifecycle/up-fresh", "builtin-microsandbox-sim")
+    env = {**os.environ, **provider_table()["builtin-microsandbox-sim"].for_run(paths.run_dir).environment()}
+    env.pop("MSB_LIBKRUNFW_PATH", None)
+    key = home_key(Path(env["MSB_HOME"]))
+    try:
+        assert _sim(env, "volume", "create", f"{workspace}-data").returncode == 0
+        made = _sim(env, "run", "--detach", "--name", f"devsy-{workspace}", "--label",
+                    f"dev.devsy.workspace={workspace}", "--mount-named", f"{workspace}-data:/data", str(busybox_rootfs),
+                    "--", "/bin/sh", "-c", "sleep 3600")
+        assert made.returncode == 0, made.stderr
+        assert _sim(env, "run", "--detach", "--name", "devsy-probe-left", str(busybox_rootfs), "--",
+                    "/bin/sh", "-c", "sleep 3600").returncode == 0
+        containers = ["docker", "ps", "-aq", "--filter", f"label={LABEL_HOME}={key}"]
+        assert subprocess.run(containers, capture_output=True, text=True, timeout=60).stdout.split()
+
+        report = sweep_run(run_id, root)
+
+        assert not report.errors, report.render()
+        assert f"microsandbox-sim sandbox devsy-{workspace}" in report.removed, report.render()
+        assert f"microsandbox-sim volume {workspace}-data" in report.removed, report.render()
+        assert subprocess.run(containers, capture_output=True, text=True, timeout=60).stdout.split() == []
+        volumes = ["docker", "volume", "ls", "-q", "--filter", f"label={LABEL_HOME}={key}"]
+        assert subprocess.run(volumes, capture_output=True, text=True, timeout=60).stdout.split() == []
+        assert not paths.run_dir.exists()
+    finally:
+        from fixtures.msb_sim.docker import sweep
+
+        sweep(key)
