@@ -8,6 +8,7 @@ Gate a cutover:      python -m harness validate reports/run --require builtin-do
 from __future__ import annotations
 
 import importlib.util
+import signal
 from pathlib import Path
 from typing import Generator, Iterator
 
@@ -66,7 +67,16 @@ def _scenarios_dir() -> Path | None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def _restore_sigint() -> None:
+    """A shell starts a background job with SIGINT ignored (POSIX, without job control), and every child inherits
+    that: the cases that send devsy a Ctrl-C would then wait on a devsy that cannot hear it. Python's own handler
+    is put back, so the devsy processes the cases start get the default disposition, as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _restore_sigint()
     config.addinivalue_line("markers", f"{CASE_MARKER}(case_id): a catalogue scenario (suite/case in the manifest)")
     options = parse_options(config)
     session = build_session(config, options, _scenarios_dir())
