@@ -253,3 +253,37 @@ def test_the_sweeper_removes_what_a_run_left_on_the_stand_in(tmp_path: Path, bus
         from fixtures.msb_sim.docker import sweep
 
         sweep(key)
+
+
+@pytest.mark.docker
+def test_a_replaced_microsandbox_instance_has_a_new_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                       busybox_rootfs: Path) -> None:
+    """msb reuses the sandbox name for a workspace's replacement; devsy's instance id must still change (the Runtime
+    Protocol's conformance: an authorized replacement is a new instance), and stop/start must keep it. Found by the
+    lifecycle/recreate case on the -sim columns; the real msb names sandboxes the same way."""
+    from devsy.driver.base import RunOptions
+    from devsy.driver.microsandbox.driver import MicrosandboxDriver
+    from fixtures.msb_sim.docker import sweep, untag_images
+    from fixtures.msb_sim.state import home_key
+
+    home = Path(tempfile.mkdtemp(prefix="msbid-", dir="/tmp"))
+    monkeypatch.setenv("MSB_PATH", str(SIM))
+    monkeypatch.setenv("MSB_HOME", str(home))
+    monkeypatch.delenv("MSB_LIBKRUNFW_PATH", raising=False)
+    keep_alive = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+    driver = MicrosandboxDriver()
+    try:
+        first = driver.run("idws", RunOptions(image=str(busybox_rootfs), cmd=keep_alive))
+        driver.stop("idws")
+        driver.start("idws")
+        restarted = driver.find("idws")
+        assert restarted is not None and restarted.id == first.id, "stop/start must keep the instance id"
+        driver.delete("idws")
+        second = driver.run("idws", RunOptions(image=str(busybox_rootfs), cmd=keep_alive))
+        assert second.id != first.id, f"the replacement reports the old instance's id {first.id}"
+        assert second.id.startswith("devsy-idws@")
+    finally:
+        driver.delete("idws")
+        sweep(home_key(home))
+        untag_images(home_key(home))
+        shutil.rmtree(home, ignore_errors=True)

@@ -59,7 +59,7 @@ def _updated_at(home: Path) -> str:
 
 def test_find_reports_a_stopped_sandbox_with_labels_and_mounts(stopped: RunOptions, tmp_path: Path) -> None:
     found = MicrosandboxDriver().find(WS)
-    assert found is not None and not found.running and found.id == f"devsy-{WS}"
+    assert found is not None and not found.running and found.id == f"devsy-{WS}@{found.created_at}"
     assert found.labels["dev.devsy.remote-user"] == "dev" and found.labels["dev.devsy.workspace"] == WS
     assert found.labels["dev.devsy.mount-policy"] == f"{POLICY};stat-virt=strict;host-perms=private"
     by_target = {m.destination: m for m in found.mounts}

@@ -207,7 +207,10 @@ class SimulatedMicrosandboxInspector(MicrosandboxInspector):
 
 def _instance(sandbox: Sandbox) -> BackendInstance:
     # Only a Running VM is "running" (as devsy's driver reports it); every other msb status is shown lowercased.
-    return BackendInstance(id=sandbox.name, name=sandbox.name, created_at=sandbox.created_at,
+    # msb has no instance id: an instance is its name plus its creation time (`name@created_at`), which changes
+    # when a sandbox of the same name replaces it (the form devsy reports too).
+    instance_id = f"{sandbox.name}@{sandbox.created_at}" if sandbox.created_at else sandbox.name
+    return BackendInstance(id=instance_id, name=sandbox.name, created_at=sandbox.created_at,
                            status=sandbox.status.lower(), labels=dict(sandbox.labels))
 
 

@@ -166,7 +166,7 @@ class MicrosandboxDriver:
         state = self._require(workspace_id)
         if state.details.running:
             return
-        name = state.details.id
+        name = state.name
         result = self.client.run(["start", name], action=f"starting workspace {workspace_id}",
                                  timeout=BOOT_TIMEOUT_S, missing=name, check=False)
         if result.returncode != 0:
@@ -177,7 +177,7 @@ class MicrosandboxDriver:
         state = self._require(workspace_id)
         if state.msb_status in ("Stopped", "Crashed", "Created"):
             return
-        self._stop(state.details.id, workspace_id)
+        self._stop(state.name, workspace_id)
 
     def _stop(self, name: str, workspace_id: str) -> None:
         graceful = self.client.run(["stop", "--timeout", str(STOP_GRACE_S), name],
@@ -193,7 +193,7 @@ class MicrosandboxDriver:
         if state is None:
             return
         volumes = parse_created_volumes(state.details.labels.get(LABEL_CREATED_VOLUMES, ""))
-        self._remove_sandbox(state.details.id, workspace_id, running=state.msb_status != "Stopped")
+        self._remove_sandbox(state.name, workspace_id, running=state.msb_status != "Stopped")
         problems = remove_volumes(self.client, volumes)
         if problems:
             raise DriverError(f"workspace {workspace_id}'s sandbox was removed, but not all of its volumes: "
@@ -229,10 +229,10 @@ class MicrosandboxDriver:
             # `msb exec` would boot a stopped sandbox by itself; devsy never starts a workspace implicitly.
             raise DriverError(f"workspace {workspace_id} is not running ({state.msb_status.lower()})",
                               hint=f"run `devsy start {workspace_id}` first")
-        return run_exec(self.client, state.details.id, request)
+        return run_exec(self.client, state.name, request)
 
     def logs(self, workspace_id: str, out: BinaryIO) -> None:
-        name = self._require(workspace_id).details.id
+        name = self._require(workspace_id).name
         # A detached workload's output is captured as stdout/stderr (pipe mode) or as merged `output` (pty mode);
         # which one msb uses cannot be seen without a booted VM, so all three are read (the others are empty).
         result = self.client.run(["logs", name, "--source", "stdout,stderr,output", "--no-color"],
