@@ -202,7 +202,9 @@ def _msb_instance_image(backend: BackendInspector, instance: BackendInstance) ->
     holds with that config digest (loaded by digest, so a moved tag cannot change it)."""
     assert isinstance(backend, MicrosandboxInspector)
     sandbox = json.loads(_msb(backend, "inspect", instance.name))
-    ref = str((sandbox.get("active_config") or sandbox.get("config") or {}).get("image", ""))
+    # msb's config holds the image as {"Oci": {"reference": REF, "root_disk": ...}} (tests/test_msb_spec.py).
+    image = (sandbox.get("active_config") or sandbox.get("config") or {}).get("image") or {}
+    ref = str((image.get("Oci") or {}).get("reference", "")) if isinstance(image, dict) else str(image)
     repository, _, digest = ref.partition(":sha256-")
     assert repository == "devsy-image" and len(digest) == 64, f"msb boots {ref!r}, not an image loaded by digest"
     loaded = json.loads(_msb(backend, "image", "inspect", ref))["config"]["digest"]
