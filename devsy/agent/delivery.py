@@ -6,6 +6,11 @@ made 0755 and renamed into place, so the final path only ever holds a complete, 
 retried with backoff, each attempt with a fresh source; every source is closed exactly once, also on cancellation,
 and the driver has joined its stdin copier before exec returns.
 
+A transfer that makes no progress for `stall_timeout_s` (the exec's stdin accepts no bytes, or after the last byte
+the guest does not finish) is cancelled and retried as a DeliveryStalled failure: a guest `cat` that reads nothing
+would otherwise hold delivery forever. The driver takes the next chunk only once the previous one was written, so
+a read from the source is the progress signal. `DEVSY_AGENT_DELIVERY_STALL_S` sets the default (tests shorten it).
+
 For tests only, delivery_fault.py can cut the first transfer short and trace each source's open and close
 (`DEVSY_AGENT_DELIVERY_FAULT`, `DEVSY_AGENT_DELIVERY_TRACE`); both are inert unless set.
 """
@@ -13,7 +18,9 @@ For tests only, delivery_fault.py can cut the first transfer short and trace eac
 from __future__ import annotations
 
 import io
+import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
@@ -26,6 +33,8 @@ from devsy.errors import Cancelled, DriverError
 
 GUEST_DIR = "/usr/local/lib/devsy"
 SourceFactory = Callable[[], BinaryIO]
+STALL_ENV = "DEVSY_AGENT_DELIVERY_STALL_S"
+DEFAULT_STALL_S = 60.0
 
 _EXIT_ABSENT, _EXIT_MISMATCH, _EXIT_NO_TOOL = 10, 11, 12
 # Prints the sha256 of $1 with whatever the guest has; exit 12 when it has neither tool.
@@ -74,21 +83,42 @@ class DeliveryStrategy(Protocol):
                 open_source: SourceFactory | None = None) -> Delivered: ...
 
 
+class DeliveryStalled(AgentError):
+    """A transfer of the agent made no progress for the stall timeout; it was cancelled (and is retried)."""
+
+    kind = "agent-delivery-stalled"
+
+
+def stall_timeout_from_env() -> float:
+    raw = os.environ.get(STALL_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_STALL_S
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise AgentError(f"{STALL_ENV} must be a positive number of seconds", hint=f"unset {STALL_ENV} or fix it")
+    return value
+
+
 class _CloseOnce(io.RawIOBase):
-    """Hands reads to one source and closes it exactly once, however many parties call close()."""
+    """Hands reads to one source, closes it exactly once however many parties call close(), and notes when the
+    reader last came for more (the previous chunk was accepted)."""
 
     def __init__(self, source: BinaryIO) -> None:
         super().__init__()
         self._source = source
         self._lock = threading.Lock()
         self._done = False
+        self.progressed = time.monotonic()
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
+        self.progressed = time.monotonic()
         data = self._source.read(len(buffer))
         buffer[: len(data)] = data
+        self.progressed = time.monotonic()
         return len(data)
 
     def close(self) -> None:
@@ -102,10 +132,12 @@ class _CloseOnce(io.RawIOBase):
 class StreamDelivery:
     """The default strategy: stream the file over exec (see the module docstring)."""
 
-    def __init__(self, attempts: int = 4, backoff_s: float = 0.5, max_backoff_s: float = 4.0) -> None:
+    def __init__(self, attempts: int = 4, backoff_s: float = 0.5, max_backoff_s: float = 4.0,
+                 stall_timeout_s: float | None = None) -> None:
         self.attempts = attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.stall_timeout_s = stall_timeout_s if stall_timeout_s is not None else stall_timeout_from_env()
 
     def deliver(self, driver: Driver, workspace_id: str, artifact: AgentArtifact, cancel: CancelToken,
                 open_source: SourceFactory | None = None) -> Delivered:
@@ -115,23 +147,24 @@ class StreamDelivery:
             trace.event("present", guest_path=path, sha256=artifact.sha256)
             return Delivered(path, artifact.sha256, transferred=False, attempts=0)
         opener = instrument(open_source or artifact.open, artifact.size, trace)
-        delay, last = self.backoff_s, ""
+        delay, last, stalled = self.backoff_s, "", False
         for attempt in range(1, self.attempts + 1):
             trace.event("attempt", attempt=attempt)
             try:
                 self._transfer(driver, workspace_id, path, artifact.sha256, opener, cancel)
                 trace.event("delivered", attempt=attempt, guest_path=path, sha256=artifact.sha256)
                 return Delivered(path, artifact.sha256, transferred=True, attempts=attempt)
-            except _Retry as exc:
-                last = str(exc)
-                trace.event("failed", attempt=attempt, error=last)
+            except (_Retry, DeliveryStalled) as exc:
+                last, stalled = str(exc), isinstance(exc, DeliveryStalled)
+                trace.event("failed", attempt=attempt, error=last, stalled=stalled)
             # Backoff, not synchronization: a cancellation ends the wait at once.
             if attempt < self.attempts and cancel.wait(delay):
                 break
             delay = min(delay * 2, self.max_backoff_s)
         if cancel.is_cancelled():
             raise Cancelled("delivering the agent was cancelled", hint="rerun the command")
-        raise AgentError(f"delivering the agent into workspace {workspace_id} failed {self.attempts} times; "
+        raise (DeliveryStalled if stalled else AgentError)(
+                         f"delivering the agent into workspace {workspace_id} failed {self.attempts} times; "
                          f"last error: {last}",
                          hint=f"check that the workspace is running and {GUEST_DIR} is writable by root, then retry")
 
@@ -152,16 +185,22 @@ class StreamDelivery:
             raise AgentError(f"cannot open the agent file to deliver: {exc.strerror or exc}",
                              hint="rebuild it with `python -m devsy.agent.build` or fix DEVSY_AGENT_BINARY") from exc
         argv = ["/bin/sh", "-c", _INSTALL, "devsy-install", GUEST_DIR, path, sha256]
+        watchdog = _StallWatchdog(source, self.stall_timeout_s, cancel)
         try:
-            code, err = _run(driver, workspace_id, argv, source, cancel)
+            code, err = _run(driver, workspace_id, argv, source, watchdog.token)
         except DriverError as exc:
+            if watchdog.stalled:
+                raise watchdog.error() from exc
             if type(exc) is not DriverError:  # NotFound, BackendUnavailable, ...: retrying cannot help
                 raise
             raise _Retry(exc.message) from exc
         finally:
+            watchdog.close()
             source.close()
         if cancel.is_cancelled():
             raise Cancelled("delivering the agent was cancelled", hint="rerun the command")
+        if watchdog.stalled and code != 0:  # a transfer that completed as the watchdog fired stands
+            raise watchdog.error()
         if code == _EXIT_NO_TOOL:
             raise AgentUnsupported(f"cannot verify the agent in workspace {workspace_id}: {err}",
                                    hint="install coreutils (sha256sum) or python3 in the image")
@@ -171,6 +210,40 @@ class StreamDelivery:
 
 class _Retry(Exception):
     pass
+
+
+class _StallWatchdog:
+    """Cancels one transfer (through its own token, which the caller's cancellation also sets) once its source has
+    not been read for `timeout` seconds; bounded by construction, since every attempt ends within that of idling."""
+
+    def __init__(self, source: _CloseOnce, timeout: float, outer: CancelToken) -> None:
+        self.token = CancelToken()
+        self.stalled = False
+        self._source, self._timeout = source, timeout
+        self._done = threading.Event()
+        self._unsubscribe = outer.on_cancel(self.token.cancel)
+        self._thread = threading.Thread(target=self._watch, name="devsy-agent-stall", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            idle = time.monotonic() - self._source.progressed
+            if idle >= self._timeout:
+                self.stalled = True
+                self.token.cancel()
+                return
+            if self._done.wait(self._timeout - idle):  # an event wait: close() ends it at once
+                return
+
+    def error(self) -> DeliveryStalled:
+        return DeliveryStalled(f"the transfer made no progress for {self._timeout:g} s (the guest accepted no "
+                               "input, or did not finish after the last byte) and was cancelled",
+                               hint=f"check that the workspace responds (`devsy ssh`); {STALL_ENV} sets the timeout")
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._unsubscribe()
 
 
 def _run(driver: Driver, workspace_id: str, argv: list[str], stdin: BinaryIO | None,
