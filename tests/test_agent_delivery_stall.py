@@ -5,6 +5,7 @@ DeliveryStalled failure and retried with a fresh source, and the retry succeeds.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import threading
@@ -36,13 +37,13 @@ exec /bin/cat "$@"
 DEADLINE_S = 120.0  # far beyond the stall timeouts below: only a delivery that never gives up reaches it
 
 
-def _deliver(delivery: StreamDelivery, workspace: str, artifact: AgentArtifact) -> Delivered:
+def _deliver(delivery: StreamDelivery, workspace: str, artifact: AgentArtifact, open_source=None) -> Delivered:
     """Deliver, bounded: a delivery still running at the deadline is cancelled and the test fails."""
     cancel, outcome = CancelToken(), []
 
     def run() -> None:
         try:
-            outcome.append(delivery.deliver(DockerDriver(), workspace, artifact, cancel))
+            outcome.append(delivery.deliver(DockerDriver(), workspace, artifact, cancel, open_source))
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             outcome.append(exc)
 
@@ -113,3 +114,20 @@ def test_the_stall_timeout_comes_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv(STALL_ENV, "soon")
     with pytest.raises(AgentError, match=STALL_ENV):
         StreamDelivery()
+
+
+def test_an_attempt_that_keeps_trickling_is_still_bounded(running_workspace, artifact) -> None:
+    class Trickle(io.RawIOBase):
+        """A source that always has one more byte, slowly: progress, but no end."""
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:  # type: ignore[override]
+            threading.Event().wait(0.2)  # the source's pace, not synchronization
+            buffer[:1] = b"x"
+            return 1
+
+    delivery = StreamDelivery(attempts=1, stall_timeout_s=30, attempt_timeout_s=3)
+    with pytest.raises(DeliveryStalled, match="did not finish within 3 s"):
+        _deliver(delivery, running_workspace, artifact, Trickle)

@@ -10,6 +10,7 @@ A transfer that makes no progress for `stall_timeout_s` (the exec's stdin accept
 the guest does not finish) is cancelled and retried as a DeliveryStalled failure: a guest `cat` that reads nothing
 would otherwise hold delivery forever. The driver takes the next chunk only once the previous one was written, so
 a read from the source is the progress signal. `DEVSY_AGENT_DELIVERY_STALL_S` sets the default (tests shorten it).
+An attempt that trickles on is bounded too (`attempt_timeout_s`), so delivery as a whole always ends.
 
 For tests only, delivery_fault.py can cut the first transfer short and trace each source's open and close
 (`DEVSY_AGENT_DELIVERY_FAULT`, `DEVSY_AGENT_DELIVERY_TRACE`); both are inert unless set.
@@ -35,6 +36,7 @@ GUEST_DIR = "/usr/local/lib/devsy"
 SourceFactory = Callable[[], BinaryIO]
 STALL_ENV = "DEVSY_AGENT_DELIVERY_STALL_S"
 DEFAULT_STALL_S = 60.0
+DEFAULT_ATTEMPT_S = 600.0
 
 _EXIT_ABSENT, _EXIT_MISMATCH, _EXIT_NO_TOOL = 10, 11, 12
 # Prints the sha256 of $1 with whatever the guest has; exit 12 when it has neither tool.
@@ -133,11 +135,12 @@ class StreamDelivery:
     """The default strategy: stream the file over exec (see the module docstring)."""
 
     def __init__(self, attempts: int = 4, backoff_s: float = 0.5, max_backoff_s: float = 4.0,
-                 stall_timeout_s: float | None = None) -> None:
+                 stall_timeout_s: float | None = None, attempt_timeout_s: float = DEFAULT_ATTEMPT_S) -> None:
         self.attempts = attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.stall_timeout_s = stall_timeout_s if stall_timeout_s is not None else stall_timeout_from_env()
+        self.attempt_timeout_s = attempt_timeout_s
 
     def deliver(self, driver: Driver, workspace_id: str, artifact: AgentArtifact, cancel: CancelToken,
                 open_source: SourceFactory | None = None) -> Delivered:
@@ -185,7 +188,7 @@ class StreamDelivery:
             raise AgentError(f"cannot open the agent file to deliver: {exc.strerror or exc}",
                              hint="rebuild it with `python -m devsy.agent.build` or fix DEVSY_AGENT_BINARY") from exc
         argv = ["/bin/sh", "-c", _INSTALL, "devsy-install", GUEST_DIR, path, sha256]
-        watchdog = _StallWatchdog(source, self.stall_timeout_s, cancel)
+        watchdog = _StallWatchdog(source, self.stall_timeout_s, self.attempt_timeout_s, cancel)
         try:
             code, err = _run(driver, workspace_id, argv, source, watchdog.token)
         except DriverError as exc:
@@ -214,12 +217,14 @@ class _Retry(Exception):
 
 class _StallWatchdog:
     """Cancels one transfer (through its own token, which the caller's cancellation also sets) once its source has
-    not been read for `timeout` seconds; bounded by construction, since every attempt ends within that of idling."""
+    not been read for `timeout` seconds, or once it has run for `limit` seconds however it progresses."""
 
-    def __init__(self, source: _CloseOnce, timeout: float, outer: CancelToken) -> None:
+    def __init__(self, source: _CloseOnce, timeout: float, limit: float, outer: CancelToken) -> None:
         self.token = CancelToken()
         self.stalled = False
-        self._source, self._timeout = source, timeout
+        self.overran = False
+        self._source, self._timeout, self._limit = source, timeout, limit
+        self._end = time.monotonic() + limit
         self._done = threading.Event()
         self._unsubscribe = outer.on_cancel(self.token.cancel)
         self._thread = threading.Thread(target=self._watch, name="devsy-agent-stall", daemon=True)
@@ -227,17 +232,19 @@ class _StallWatchdog:
 
     def _watch(self) -> None:
         while True:
-            idle = time.monotonic() - self._source.progressed
-            if idle >= self._timeout:
-                self.stalled = True
+            now = time.monotonic()
+            idle = now - self._source.progressed
+            if idle >= self._timeout or now >= self._end:
+                self.stalled, self.overran = True, idle < self._timeout
                 self.token.cancel()
                 return
-            if self._done.wait(self._timeout - idle):  # an event wait: close() ends it at once
+            if self._done.wait(min(self._timeout - idle, self._end - now)):  # close() ends this wait at once
                 return
 
     def error(self) -> DeliveryStalled:
-        return DeliveryStalled(f"the transfer made no progress for {self._timeout:g} s (the guest accepted no "
-                               "input, or did not finish after the last byte) and was cancelled",
+        why = (f"did not finish within {self._limit:g} s" if self.overran else f"made no progress for "
+               f"{self._timeout:g} s (the guest accepted no input, or did not finish after the last byte)")
+        return DeliveryStalled(f"the transfer {why} and was cancelled",
                                hint=f"check that the workspace responds (`devsy ssh`); {STALL_ENV} sets the timeout")
 
     def close(self) -> None:
