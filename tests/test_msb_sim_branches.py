@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devsy.bounded_wait import poll_until, wait_until
+from devsy.bounded_wait import poll_until
 from devsy.driver.base import CancelToken, ExecRequest, InstanceStatus, Mount, MountType, RunOptions
 from devsy.driver.microsandbox import driver as driver_module
 from devsy.driver.microsandbox.driver import MicrosandboxDriver
@@ -146,3 +146,21 @@ def test_logs_of_a_running_sandbox_hold_what_the_workload_printed(sim_home: Path
     poll_until(logs, lambda text: b"out-marker-1\n" in text and b"err-marker-2\n" in text, timeout=DEADLINE_S,
                interval=0.2, what="the workload's markers in `devsy logs`")
     assert _status(driver) is InstanceStatus.RUNNING
+
+
+def test_exec_in_a_stopped_sandbox_is_refused_and_does_not_boot_it(sim_home: Path, busybox_rootfs: Path) -> None:
+    driver = _up(busybox_rootfs)
+    driver.stop(WS)
+    with pytest.raises(DevsyError, match="is not running"):
+        driver.exec(WS, ExecRequest(argv=["true"], stdout=io.BytesIO(), stderr=io.BytesIO()))
+    assert _status(driver) is InstanceStatus.STOPPED  # `msb exec` would have booted it
+
+
+def test_replace_of_a_stopped_sandbox(sim_home: Path, busybox_rootfs: Path) -> None:
+    driver = _up(busybox_rootfs)
+    old = driver.find(WS)
+    driver.stop(WS)
+    assert old is not None and _status(driver) is InstanceStatus.STOPPED
+    replaced = driver.run(WS, RunOptions(image=str(busybox_rootfs), cmd=KEEP_ALIVE, allow_recreate=True))
+    assert replaced.running and replaced.created_at != old.created_at
+    assert _sim("ls", "-q").split() == [sandbox_name(WS)]
