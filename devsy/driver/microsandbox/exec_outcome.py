@@ -5,6 +5,10 @@ Only when the output looks like msb's failure (stderr ends with an `error:` line
 a killed session (a status above 128) is the sandbox inspected: one extra `msb inspect`, never for an ordinary
 nonzero exit. A sandbox that still runs leaves the status to the guest: a guest that prints `error: x` and exits 1
 is reported as exit status 1.
+
+Not done: a marker printed by a guest-side wrapper (it would need /bin/sh in every image, and a byte-faithful stderr
+would have to be edited to strip it). So an msb failure while the sandbox still runs (an agent relay that cannot be
+reached) is still reported as the status msb exited with.
 """
 
 from __future__ import annotations
