@@ -9,7 +9,7 @@ from harness.catalogue import Manifest, result_id
 from harness.parity import (
     C_FAIL, C_MISSING, C_NA, C_NOT_RUN, C_NOT_RUNNABLE, C_PASS, NO, UNDECIDED, YES, Cell, ParityTable, Verdict,
 )
-from harness.providers import SIMULATORS, split_provider_id
+from harness.providers import SIM_SUFFIX, SIMULATORS, split_provider_id
 from harness.records import ERROR, CaseRecord, Figure
 from harness.report import Report
 
@@ -126,7 +126,7 @@ def simulated_notes(simulated: tuple[str, ...]) -> tuple[str, ...]:
         by_backend.setdefault(split_provider_id(provider)[1], []).append(provider)
     notes = []
     for backend, columns in by_backend.items():
-        real = ", ".join(name[: -len("-sim")] for name in columns)
+        real = ", ".join(name.removesuffix(SIM_SUFFIX) for name in columns)
         notes.append(f"{', '.join(columns)} ({SIMULATED_BADGE}): {SIMULATORS[backend].describes}. A stand-in imitates "
                      f"the backend's command line without the backend itself, so these cells are never evidence for "
                      f"{backend}: they count toward no verdict, no cutover and no --devsy-require of {real}.")

@@ -186,23 +186,32 @@ def probe_microsandbox(run_id: str) -> ProbeResult:
                        f"(exit {booted.exit_status} after {booted.duration:.1f} s): {why}", steps, usable=True)
 
 
+def _sim_version() -> str | None:
+    """What the msb simulator answers to `--version` (None where fixtures/msb_sim is not importable)."""
+    try:
+        from fixtures.msb_sim.main import VERSION
+    except ImportError:
+        return None
+    return VERSION
+
+
 def _stand_in(path: str) -> str:
     """What says `path` is the msb simulator (its own executable, or a `--version` that is the stand-in's); ""
     when it is not."""
-    from fixtures.msb_sim.main import VERSION as SIM_VERSION
-
     simulator = SIMULATORS["microsandbox"].executable
     if simulator.exists() and Path(path).resolve() == simulator.resolve():
         return f"it is {simulator}"
     answered = run_bounded([path, "--version"], timeout=MSB_QUICK_TIMEOUT)
     said = answered.stdout.decode("utf-8", "replace").strip()
-    return f"`--version` says {said!r}" if said == SIM_VERSION else ""
+    return f"`--version` says {said!r}" if said and said == _sim_version() else ""
 
 
 def probe_microsandbox_sim(run_id: str, env: Mapping[str, str] | None = None) -> ProbeResult:
     """The stand-in answers as itself, `ls` works in the column's MSB_HOME, and devsy's boot probe runs on it."""
-    from fixtures.msb_sim.main import VERSION as SIM_VERSION
-
+    sim_version = _sim_version()
+    if sim_version is None:
+        return ProbeResult("microsandbox-sim", False, "the msb simulator (fixtures/msb_sim) is not importable here",
+                           usable=False)
     sim = SIMULATORS["microsandbox"]
     added = dict(env or {})
     binary = added.get(sim.path_env, "")
@@ -220,7 +229,7 @@ def probe_microsandbox_sim(run_id: str, env: Mapping[str, str] | None = None) ->
         if done.exit_code != 0:
             return ProbeResult("microsandbox-sim", False, f"the msb simulator does not answer `{' '.join(args)}` "
                                f"(exit {done.exit_code})", steps, usable=False)
-        if args == ("--version",) and done.stdout.decode("utf-8", "replace").strip() != SIM_VERSION:
+        if args == ("--version",) and done.stdout.decode("utf-8", "replace").strip() != sim_version:
             return ProbeResult("microsandbox-sim", False, f"{binary} is not the msb simulator (a simulated column "
                                "runs only on the stand-in)", steps, usable=False)
     boot = [sys.executable, "-m", "devsy.driver.microsandbox.probe", "--timeout", str(MSB_BOOT_TIMEOUT)]

@@ -61,7 +61,9 @@ def sweep_run(
 
     report = SweepReport(run_ids=[run_id])
     report.removed += stop_masters_under(paths.run_dir, lambda workspace_id: workspace_id not in keep_workspaces)
-    keep = lambda labels: labels.get(LABEL_WORKSPACE, "") in keep_workspaces  # noqa: E731
+    def keep(labels: dict[str, str]) -> bool:
+        return labels.get(LABEL_WORKSPACE, "") in keep_workspaces
+
     _sweep_backends(report, owned, keep)
     _sweep_simulators(report, [paths.run_dir], owned, keep, leftovers=not keep_workspaces)
     _sweep_ssh(report, owns_id)
