@@ -173,10 +173,15 @@ def _engine_runs_privileged(docker_client, image: str) -> bool:
     runc's "unable to apply caps", which `docker run --privileged` gets as well)."""
     import docker.errors
 
+    # Not containers.run(remove=True): a container whose start fails stays behind in "Created".
+    probe = docker_client.containers.create(image, ["true"], privileged=True, network_mode="host",
+                                            labels={"dev.devsy.test": "privileged-probe"})
     try:
-        docker_client.containers.run(image, ["true"], privileged=True, network_mode="host", remove=True)
+        probe.start()
     except docker.errors.APIError:
         return False
+    finally:
+        probe.remove(force=True)
     return True
 
 
