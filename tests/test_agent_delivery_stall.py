@@ -83,12 +83,12 @@ def test_a_stalled_transfer_is_cancelled_and_retried_with_a_fresh_source(running
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv(TRACE_ENV, str(trace))
 
-    delivered = _deliver(StreamDelivery(backoff_s=0.1, stall_timeout_s=3), running_workspace, artifact)
+    delivered = _deliver(StreamDelivery(backoff_s=0.1, stall_timeout_s=15), running_workspace, artifact)
 
     assert (delivered.transferred, delivered.attempts) == (True, 2)
     events = [json.loads(line) for line in trace.read_text().splitlines()]
     failed = [e for e in events if e["event"] == "failed"]
-    assert len(failed) == 1 and failed[0]["stalled"] and "no progress for 3 s" in failed[0]["error"], failed
+    assert len(failed) == 1 and failed[0]["stalled"] and "no progress for 15 s" in failed[0]["error"], failed
     opened = [e["source"] for e in events if e["event"] == "open"]
     closed = [e["source"] for e in events if e["event"] == "close"]
     assert opened == closed == [1, 2]  # a fresh source for the retry, each closed once

@@ -60,6 +60,10 @@ def test_identity_forms_resolve_from_the_image_rows(user, expected):
     assert _owner(user) == MountOwner(*expected)
 
 
+def test_a_uid_the_image_does_not_list_runs_with_group_0_as_on_docker():
+    assert _owner("4242") == MountOwner(4242, 0)
+
+
 def test_root_and_uid_gid_need_no_lookup():
     def never(wanted):
         raise AssertionError(f"read {wanted}")
@@ -71,7 +75,7 @@ def test_root_and_uid_gid_need_no_lookup():
 
 
 @pytest.mark.parametrize(("user", "passwd", "named"), [
-    ("nosuch", PASSWD_TEXT, "nosuch"), ("broken", PASSWD_TEXT, "broken"), ("4242", PASSWD_TEXT, "4242"),
+    ("nosuch", PASSWD_TEXT, "nosuch"), ("broken", PASSWD_TEXT, "broken"),
     ("dev", None, "dev"), ("dev:nogroup", PASSWD_TEXT, "nogroup"),
 ])
 def test_missing_user_or_group_is_a_config_error_naming_it_and_the_image(user, passwd, named):
@@ -191,6 +195,10 @@ def test_docker_images_resolve_from_their_own_accounts(docker_client, guest_imag
     with pytest.raises(ConfigError) as caught:
         workspace_owner("nosuch", guest_image, built_locally=False)
     assert "'nosuch'" in caught.value.message and guest_image in caught.value.message
+    with pytest.raises(ConfigError, match="does not have"):  # no /etc/passwd at all: the account error, not the engine's
+        workspace_owner("dev", built(DELETED_PASSWD), built_locally=True)
+    with pytest.raises(ConfigError, match="no-such-group"):
+        workspace_owner("dev:no-such-group", guest_image, built_locally=False)
     assert {c.id for c in _accounts_containers(docker_client)} == before  # each reader removed its container
 
 

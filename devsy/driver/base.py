@@ -185,6 +185,9 @@ class Capabilities:
     # Whether a provider answers the ReusePreflight RPC (API 1.2). Only the external driver reads it: the runner asks
     # every driver's `reuse_preflight`, which checks labels itself when the provider has no check of its own.
     reuse_preflight: bool = True
+    # Whether the driver acts on capAdd, securityOpt, privileged, init and a GPU requirement (applies them, or refuses
+    # or warns itself). Not on the wire: the provider SDK refuses those settings for a driver that does not.
+    container_settings: bool = False
 
 
 @runtime_checkable

@@ -126,8 +126,12 @@ def _docker_has_gpu(parsed: Any) -> bool:
     from devsy.driver.docker.container_spec import engine_has_gpu  # noqa: PLC0415
     from devsy.driver.docker.engine import connect, engine_errors  # noqa: PLC0415
 
-    with engine_errors("reading the Docker engine's runtimes (for hostRequirements.gpu)"):
-        return engine_has_gpu(connect().info())
+    client = connect()
+    try:
+        with engine_errors("reading the Docker engine's runtimes (for hostRequirements.gpu)"):
+            return engine_has_gpu(client.info())
+    finally:
+        client.close()
 
 
 _DOCKER_GPU = GpuSource("this Docker engine", _docker_has_gpu)  # external-docker runs on the host's engine too

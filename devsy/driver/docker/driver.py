@@ -54,7 +54,7 @@ class DockerDriver:
 
     def capabilities(self) -> Capabilities:
         return Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
-                            reuse_preflight=True)
+                            reuse_preflight=True, container_settings=True)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def find(self, workspace_id: str) -> ContainerDetails | None:

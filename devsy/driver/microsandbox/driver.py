@@ -59,7 +59,7 @@ class MicrosandboxDriver:
 
     def capabilities(self) -> Capabilities:
         return Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
-                            reuse_preflight=True)
+                            reuse_preflight=True, container_settings=True)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def _inspect(self, workspace_id: str) -> SandboxState | None:

@@ -108,6 +108,8 @@ def _passwd_row(identity: Identity, passwd: str | None, image: str) -> tuple[int
             raise ConfigError(f"image {image}: the /etc/passwd entry of user {fields[0]!r} has no valid uid/gid",
                               hint="fix the image's /etc/passwd, or set remoteUser to UID:GID")
         return uid, gid
+    if identity.uid is not None:
+        return identity.uid, 0  # a uid the image does not list runs with group 0, as Docker runs it
     raise ConfigError(f"remoteUser {identity.text!r} does not exist in image {image} (no such user in its "
                       f"/etc/passwd{'' if passwd is not None else ', which the image does not have'})",
                       hint="create the user in the image (e.g. `useradd` in its Dockerfile), or set remoteUser in "

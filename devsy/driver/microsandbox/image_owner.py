@@ -19,7 +19,6 @@ from devsy.driver.microsandbox.image_accounts import (
     too_large,
 )
 from devsy.driver.microsandbox.images import _docker_image, is_rootfs_dir  # noqa: PLC2701 - same lookup
-from devsy.errors import ImageError
 
 # The purpose label of the throwaway container: a sweep after a crash finds it by LABEL_MANAGED + this.
 LABEL_PURPOSE = f"{LABEL_PREFIX}purpose"
@@ -62,14 +61,13 @@ def accounts_from_engine(api: Any, image_id: str, wanted: frozenset[str], image:
     try:
         result: dict[str, str | None] = {}
         for path in sorted(wanted):
-            try:
-                with engine_errors(f"reading /{path} of image {image}"):
+            with engine_errors(f"reading /{path} of image {image}"):
+                try:  # caught here: engine_errors would turn "no such file" into devsy's NotFound
                     chunks, info = api.get_archive(container["Id"], f"/{path}")
-                    result[path] = _archived_file(chunks, info, image, path)
-            except ImageError:
-                raise
-            except docker.errors.NotFound:
-                result[path] = None
+                except docker.errors.NotFound:
+                    result[path] = None  # the image has no such file: the account lookup says what that means
+                    continue
+                result[path] = _archived_file(chunks, info, image, path)
         return result
     finally:
         with engine_errors(f"removing the container that read the accounts of image {image}"):

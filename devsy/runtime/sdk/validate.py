@@ -66,10 +66,16 @@ def run_request(request: pb.RunImageRequest, caps: Capabilities, architecture: C
         _mount(request.workspace_mount, caps, "the workspace mount")
     for index, mount in enumerate(request.mounts):
         _mount(mount, caps, f"mount #{index + 1}")
-    # cap_add, security_opt, privileged, init and hostRequirements.gpu reach the driver, which applies them or
-    # refuses/ignores them itself (devsy/driver/gpu.py); user-namespace mapping no SDK driver offers.
+    # cap_add, security_opt, privileged, init and hostRequirements.gpu reach only a driver that acts on them
+    # (Capabilities.container_settings: it applies them, or refuses/warns itself, devsy/driver/gpu.py); any other
+    # driver would ignore them silently, so they are refused here. User-namespace mapping no SDK driver offers.
+    settings = () if caps.container_settings else (
+        ("cap_add", request.cap_add), ("security_opt", request.security_opt),
+        ("privileged", request.HasField("privileged") and request.privileged),
+        ("init", request.HasField("init") and request.init),
+        ("a required GPU", request.host_requirements.gpu.value == pb.GPU_REQUIREMENT_VALUE_REQUIRED))
     unsupported = [name for name, value in (
-        ("userns", request.userns), ("uid_map", request.uid_map), ("gid_map", request.gid_map)) if value]
+        *settings, ("userns", request.userns), ("uid_map", request.uid_map), ("gid_map", request.gid_map)) if value]
     if unsupported:
         raise Unsupported(f"this runtime does not support {', '.join(unsupported)}",
                           hint="remove these settings from the devcontainer configuration")
@@ -77,6 +83,9 @@ def run_request(request: pb.RunImageRequest, caps: Capabilities, architecture: C
         raise Unsupported(f"platform {request.platform!r} differs from this runtime's linux/{architecture()}",
                           hint=f"use an image for linux/{architecture()}")
     req = request.host_requirements
+    if req.gpu.value not in pb.GpuRequirementValue.values():
+        raise InvalidArgument(f"hostRequirements.gpu has an unknown value {req.gpu.value}",
+                              hint="send GPU_REQUIREMENT_VALUE_UNSPECIFIED, _FALSE, _OPTIONAL or _REQUIRED")
     if req.cpus < 0 or req.memory_bytes < 0 or req.storage_bytes < 0:
         raise InvalidArgument("host requirements must not be negative", hint="fix hostRequirements")
     return run_options(request)
