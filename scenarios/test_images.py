@@ -96,6 +96,9 @@ def _parity_image(case: CaseContext, wid: str) -> str:
         f"ENV PATH={IMAGE_PATH}",
         f"WORKDIR {IMAGE_WORKDIR}",
         "USER dev",
+        # Content of this case alone: without it the other column's build is the same image (same id), and
+        # removing one tag leaves the content in the engine under the other.
+        f"LABEL dev.devsy.harness-case={wid}",
         "",
     ])
     # Registered before it exists (a build cut by the deadline may still tag it); "not found" is done.
