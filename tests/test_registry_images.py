@@ -17,10 +17,10 @@ import docker.errors
 import pytest
 import requests
 
-from devsy.devcontainer.registry_image import is_loopback, parse_reference, pinned_reference, read_image_config
 from devsy.driver.microsandbox.images import loaded_digest, pull_registry_image
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.errors import ImageError
+from devsy.registry_image import is_loopback, parse_reference, pinned_reference, read_image_config
 from fixtures.oci_registry import OciRegistry, free_loopback_port
 from helpers.msb import images, sandboxes
 

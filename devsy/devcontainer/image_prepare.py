@@ -3,7 +3,7 @@
 Builds and local images go through the Docker engine on the host (the MicroSandbox driver later loads them from
 there), so this is not part of any driver. A registry image the host's engine does not hold is pulled by that engine,
 unless the backend pulls registry images itself (`ProviderRow.pulls_registry_images`: MicroSandbox, with `msb pull`):
-then only its config is read from the registry (registry_image.py), for the image's USER, and Docker never holds it. Every layer devsy builds carries the workspace's labels (build_context.py), so an
+then only its config is read from the registry (devsy/registry_image.py), for the image's USER, and Docker never holds it. Every layer devsy builds carries the workspace's labels (build_context.py), so an
 interrupted build leaves nothing `devsy delete` or the next `devsy up` cannot find.
 """
 
@@ -21,11 +21,11 @@ import docker.models.images
 
 from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
-from devsy.devcontainer.registry_image import read_image_config
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors, engine_message
 from devsy.errors import BackendUnavailable, DriverError, ImageError
 from devsy.progress import Progress
+from devsy.registry_image import read_image_config
 
 # Removing an image can free a parent that was held by it; a few passes remove a whole chain of leftovers.
 _REMOVE_PASSES = 8

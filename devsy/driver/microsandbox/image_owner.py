@@ -38,7 +38,7 @@ def _from_engine_or_registry(image: str, wanted: frozenset[str], built_locally: 
     # The lookup images.resolve_image makes next, so both agree on where the image comes from.
     api, image_id = _docker_image(image, required=built_locally)
     if api is None or image_id is None:
-        from devsy.devcontainer.registry_image import open_layers  # noqa: PLC0415
+        from devsy.registry_image import open_layers  # noqa: PLC0415
 
         with open_layers(image) as layers:
             return accounts_from_layers(layers, wanted, image)

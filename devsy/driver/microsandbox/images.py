@@ -70,7 +70,7 @@ def pull_registry_image(msb: MsbClient, image: str, timeout: float = PULL_TIMEOU
     for at all). `msb run --pull` has no --insecure, so the pull is its own step, and a failure is reported as the
     image's, before any sandbox exists."""
     # Imported here: the Docker SDK's reference parser, only for registry images.
-    from devsy.devcontainer.registry_image import is_loopback, parse_reference  # noqa: PLC0415
+    from devsy.registry_image import is_loopback, parse_reference  # noqa: PLC0415
 
     if "@sha256:" in image and loaded_digest(msb, image) is not None:
         return  # named by digest and already held: exactly this image, nothing to download

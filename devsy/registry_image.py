@@ -1,5 +1,8 @@
 """Reading an image's config (its USER) and layers straight from its registry, for backends that pull images themselves.
 
+Shared by the devcontainer layer (image_prepare.py reads USER) and the MicroSandbox driver (msb pull, the image's
+accounts), so it sits below both.
+
 MicroSandbox pulls a registry image with `msb pull`, never through Docker, so the host cannot ask a Docker engine who
 the image's USER is (the default remoteUser). It reads the image's manifest and config blob from the registry
 instead, as the Go host does with go-containerregistry: two GETs (three for a multi-platform index), bounded. The
