@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from devsy.driver.base import Capabilities, HostRequirements, RunOptions
+from devsy.driver.microsandbox.options import MicrosandboxOptions
+from devsy.driver.microsandbox.resources import effective_resources
+from devsy.errors import ConfigError
+from devsy.redaction import Redactor
 from devsy.runtime.proto import generate
+from devsy.runtime.sdk import validate
+from devsy.runtime.sdk.errors import error_info
 from devsy.runtime.v1 import runtime_pb2 as pb
+from devsy.runtime.wire import convert
 
 
 def test_regenerating_the_bindings_gives_identical_bytes(tmp_path: Path) -> None:
@@ -60,3 +68,43 @@ def test_enum_values_match_the_protocol() -> None:
     assert sorted(m.name for m in service.methods) == sorted(
         ["Info", "Preflight", "ProvisioningPreflight", "ReusePreflight", "Find", "TargetArchitecture", "RunImage",
          "Start", "Stop", "Delete", "Exec", "Logs"])
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _go_run_request(memory_bytes: int, storage_bytes: int) -> bytes:
+    """RunImage bytes as a Go host encodes them (uint64 sizes), written by hand so the Python type cannot bend them."""
+    sizes = b"\x10" + _varint(memory_bytes) + b"\x18" + _varint(storage_bytes)
+    return b"\x0a\x04ws-1" + b"\x12\x03img" + b"\x9a\x01" + _varint(len(sizes)) + sizes
+
+
+@pytest.mark.parametrize("size", [2**63, 2**64 - 1])
+def test_a_go_hosts_uint64_size_reaches_the_driver_unchanged(size: int) -> None:
+    request = pb.RunImageRequest.FromString(_go_run_request(size, size))
+    options = validate.run_request(request, Capabilities(), lambda: "amd64")
+    assert (options.host_requirements.memory_bytes, options.host_requirements.storage_bytes) == (size, size)
+
+
+def test_the_host_sends_sizes_above_int64_and_names_one_the_wire_cannot_carry() -> None:
+    sent = convert.run_request("ws-1", RunOptions(image="img", host_requirements=HostRequirements(
+        memory_bytes=2**63, storage_bytes=2**64 - 1)))
+    assert pb.RunImageRequest.FromString(sent.SerializeToString()).host_requirements.memory_bytes == 2**63
+    with pytest.raises(ConfigError, match=r'"hostRequirements\.storage" \(18446744073709551616 bytes\) is more than'):
+        convert.run_request("ws-1", RunOptions(image="img", host_requirements=HostRequirements(storage_bytes=2**64)))
+
+
+def test_a_size_microsandbox_cannot_honour_is_an_invalid_argument_naming_the_field() -> None:
+    # msb takes MiB as uint32: 2^63 bytes is 2^43 MiB. The SDK answers the driver's ConfigError with INVALID_ARGUMENT.
+    options = validate.run_request(pb.RunImageRequest.FromString(_go_run_request(2**63, 0)), Capabilities(),
+                                   lambda: "amd64")
+    with pytest.raises(ConfigError, match=r'"hostRequirements\.memory" is outside what a MicroSandbox VM supports') \
+            as caught:
+        effective_resources(MicrosandboxOptions(), options.host_requirements, rootfs_dir=False)
+    assert error_info(caught.value, Redactor()).code == "INVALID_ARGUMENT"

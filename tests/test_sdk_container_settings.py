@@ -16,7 +16,7 @@ SETTINGS = {
     "privileged": {"privileged": True},
     "init": {"init": True},
     "gpu": {"host_requirements": pb.HostRequirements(
-        gpu=pb.GpuRequirement(value=pb.GPU_REQUIREMENT_VALUE_REQUIRED))},
+        gpu=pb.GpuRequirement(value=pb.GPU_REQUIRED))},
 }
 
 

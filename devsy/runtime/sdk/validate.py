@@ -73,7 +73,7 @@ def run_request(request: pb.RunImageRequest, caps: Capabilities, architecture: C
         ("cap_add", request.cap_add), ("security_opt", request.security_opt),
         ("privileged", request.HasField("privileged") and request.privileged),
         ("init", request.HasField("init") and request.init),
-        ("a required GPU", request.host_requirements.gpu.value == pb.GPU_REQUIREMENT_VALUE_REQUIRED))
+        ("a required GPU", request.host_requirements.gpu.value == pb.GPU_REQUIRED))
     unsupported = [name for name, value in (
         *settings, ("userns", request.userns), ("uid_map", request.uid_map), ("gid_map", request.gid_map)) if value]
     if unsupported:
@@ -85,9 +85,12 @@ def run_request(request: pb.RunImageRequest, caps: Capabilities, architecture: C
     req = request.host_requirements
     if req.gpu.value not in pb.GpuRequirementValue.values():
         raise InvalidArgument(f"hostRequirements.gpu has an unknown value {req.gpu.value}",
-                              hint="send GPU_REQUIREMENT_VALUE_UNSPECIFIED, _FALSE, _OPTIONAL or _REQUIRED")
-    if req.cpus < 0 or req.memory_bytes < 0 or req.storage_bytes < 0:
-        raise InvalidArgument("host requirements must not be negative", hint="fix hostRequirements")
+                              hint="send GPU_UNSPECIFIED, GPU_FALSE, GPU_OPTIONAL or GPU_REQUIRED")
+    # memory_bytes and storage_bytes are uint64 (every value is a size); whether the backend can honour one is the
+    # driver's to say (an INVALID_ARGUMENT naming the field, e.g. MicroSandbox's MiB/GiB as uint32).
+    if req.cpus < 0:
+        raise InvalidArgument(f"hostRequirements.cpus is negative ({req.cpus})", hint="send 0 (no requirement) or "
+                              "a positive CPU count")
     return run_options(request)
 
 

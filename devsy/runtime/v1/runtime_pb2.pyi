@@ -23,10 +23,10 @@ class RecreateMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 
 class GpuRequirementValue(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
-    GPU_REQUIREMENT_VALUE_UNSPECIFIED: _ClassVar[GpuRequirementValue]
-    GPU_REQUIREMENT_VALUE_FALSE: _ClassVar[GpuRequirementValue]
-    GPU_REQUIREMENT_VALUE_OPTIONAL: _ClassVar[GpuRequirementValue]
-    GPU_REQUIREMENT_VALUE_REQUIRED: _ClassVar[GpuRequirementValue]
+    GPU_UNSPECIFIED: _ClassVar[GpuRequirementValue]
+    GPU_FALSE: _ClassVar[GpuRequirementValue]
+    GPU_OPTIONAL: _ClassVar[GpuRequirementValue]
+    GPU_REQUIRED: _ClassVar[GpuRequirementValue]
 
 class RuntimeErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -50,10 +50,10 @@ RECREATE_MODE_UNSPECIFIED: RecreateMode
 RECREATE_MODE_DELETE: RecreateMode
 RECREATE_MODE_STOP: RecreateMode
 RECREATE_MODE_ON_RUN: RecreateMode
-GPU_REQUIREMENT_VALUE_UNSPECIFIED: GpuRequirementValue
-GPU_REQUIREMENT_VALUE_FALSE: GpuRequirementValue
-GPU_REQUIREMENT_VALUE_OPTIONAL: GpuRequirementValue
-GPU_REQUIREMENT_VALUE_REQUIRED: GpuRequirementValue
+GPU_UNSPECIFIED: GpuRequirementValue
+GPU_FALSE: GpuRequirementValue
+GPU_OPTIONAL: GpuRequirementValue
+GPU_REQUIRED: GpuRequirementValue
 RUNTIME_ERROR_CODE_UNKNOWN: RuntimeErrorCode
 RUNTIME_ERROR_CODE_NOT_FOUND: RuntimeErrorCode
 RUNTIME_ERROR_CODE_ALREADY_EXISTS: RuntimeErrorCode

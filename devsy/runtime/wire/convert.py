@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from devsy.driver.base import Capabilities, ContainerDetails, GpuRequirement, HostRequirements, InstanceMount, \
     InstanceStatus, Mount, MountType, RunOptions
+from devsy.errors import ConfigError
 from devsy.runtime.wire.errors import RuntimeProtocolError
 from devsy.runtime.v1 import runtime_pb2 as pb
 
 MOUNT_TYPE_TO_PB = {MountType.BIND: pb.MOUNT_TYPE_BIND, MountType.VOLUME: pb.MOUNT_TYPE_VOLUME,
                     MountType.TMPFS: pb.MOUNT_TYPE_TMPFS}
 MOUNT_TYPE_FROM_PB = {v: k for k, v in MOUNT_TYPE_TO_PB.items()}
-GPU_TO_PB = {GpuRequirement.UNSET: pb.GPU_REQUIREMENT_VALUE_UNSPECIFIED, GpuRequirement.FALSE: pb.GPU_REQUIREMENT_VALUE_FALSE,
-             GpuRequirement.OPTIONAL: pb.GPU_REQUIREMENT_VALUE_OPTIONAL,
-             GpuRequirement.REQUIRED: pb.GPU_REQUIREMENT_VALUE_REQUIRED}
+GPU_TO_PB = {GpuRequirement.UNSET: pb.GPU_UNSPECIFIED, GpuRequirement.FALSE: pb.GPU_FALSE,
+             GpuRequirement.OPTIONAL: pb.GPU_OPTIONAL, GpuRequirement.REQUIRED: pb.GPU_REQUIRED}
 GPU_FROM_PB = {v: k for k, v in GPU_TO_PB.items()}
+# The widest value each HostRequirements field carries (int32 cpus, uint64 sizes, as in the Go SDK's proto).
+_WIRE_MAX = {"cpus": 2**31 - 1, "memory": 2**64 - 1, "storage": 2**64 - 1}
+_UNIT = {"cpus": "CPUs", "memory": "bytes", "storage": "bytes"}
 
 
 def details_to_pb(details: ContainerDetails) -> pb.ContainerDetails:
@@ -58,8 +61,9 @@ def run_request(workspace_id: str, options: RunOptions) -> pb.RunImageRequest:
         user=options.user, entrypoint=entrypoint, args=args, environment=options.env,
         labels=[f"{k}={v}" for k, v in sorted(options.labels.items())],
         mounts=[mount_to_pb(m) for m in options.mounts],
-        host_requirements=pb.HostRequirements(cpus=req.cpus or 0, memory_bytes=req.memory_bytes or 0,
-                                              storage_bytes=req.storage_bytes or 0,
+        host_requirements=pb.HostRequirements(cpus=_wire(req.cpus, "cpus"),
+                                              memory_bytes=_wire(req.memory_bytes, "memory"),
+                                              storage_bytes=_wire(req.storage_bytes, "storage"),
                                               gpu=pb.GpuRequirement(value=GPU_TO_PB[req.gpu])),
         remote_user=options.remote_user, allow_recreate=options.allow_recreate,
         cap_add=options.cap_add, security_opt=options.security_opt,
@@ -72,6 +76,16 @@ def run_request(workspace_id: str, options: RunOptions) -> pb.RunImageRequest:
     if options.workspace_mount is not None:
         request.workspace_mount.CopyFrom(mount_to_pb(options.workspace_mount))
     return request
+
+
+def _wire(value: int | None, key: str) -> int:
+    """A hostRequirements value as the protocol carries it (0 = none); one the wire cannot carry is the config's
+    fault, named, rather than protobuf's ValueError. Whether the backend can honour it is the provider's to say."""
+    if value is not None and value > _WIRE_MAX[key]:
+        raise ConfigError(f'"hostRequirements.{key}" ({value} {_UNIT[key]}) is more than Runtime Protocol v1 can '
+                          f"carry (at most {_WIRE_MAX[key]} {_UNIT[key]})",
+                          hint=f"lower hostRequirements.{key} in devcontainer.json")
+    return value or 0
 
 
 def run_options(request: pb.RunImageRequest) -> RunOptions:
