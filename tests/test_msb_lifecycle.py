@@ -21,6 +21,7 @@ from devsy.driver.microsandbox.spec import build_spec
 from devsy.driver.microsandbox.volumes import ensure_volumes
 from devsy.driver.reuse import MountPolicy
 from devsy.errors import AlreadyExists, ConfigError, DriverError, NotFound, RecreateRequired
+from devsy.runtime.wire.errors import PreconditionFailed
 from helpers.msb import msb_json, sandboxes, volumes
 
 WS = "life-ws"
@@ -84,7 +85,7 @@ def test_stop_on_stopped_succeeds_and_exec_never_boots_it(stopped: RunOptions, m
     driver = MicrosandboxDriver()
     driver.stop(WS)
     driver.stop(WS)
-    with pytest.raises(DriverError, match="is not running") as caught:
+    with pytest.raises(PreconditionFailed, match="is not running") as caught:  # FAILED_PRECONDITION on the wire
         driver.exec(WS, ExecRequest(argv=["true"], stdout=io.BytesIO(), stderr=io.BytesIO()))
     assert f"devsy start {WS}" in caught.value.hint
     assert msb_json(msb_home, "inspect", f"devsy-{WS}")["status"] == "Stopped"

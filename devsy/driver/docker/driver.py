@@ -25,12 +25,14 @@ from devsy.driver.base import (
 )
 from devsy.driver.docker import container_spec, exec_tree
 from devsy.driver.docker.engine import connect, engine_errors
+from devsy.driver.docker.exec_signal import SignalTrailer, signal_name
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.exec_guard import ExecGuard, KillPlan
 from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
+from devsy.runtime.wire.errors import PreconditionFailed
 
 # How long a cancelled command's output may keep flowing after its tree was killed before we cut the connection.
 _CANCEL_DRAIN_S = 5.0
@@ -185,7 +187,10 @@ class DockerDriver:
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:
         container = self._require(workspace_id)
         if not container.attrs.get("State", {}).get("Running"):
-            raise DriverError(f"workspace {workspace_id} is stopped", hint=f"run `devsy start {workspace_id}` first")
+            # The workspace's state, not the engine, refuses the command: FAILED_PRECONDITION on the wire, as the
+            # Go SDK's fake and every other devsy provider answer.
+            raise PreconditionFailed(f"workspace {workspace_id} is stopped",
+                                     hint=f"run `devsy start {workspace_id}` first")
         token = exec_tree.new_token()
         # Started before the command: if this process dies in any way before the command's end is known, the guard
         # kills its tree (the engine would keep it running, discarding its output, for ever).
@@ -218,8 +223,10 @@ class DockerDriver:
         unsubscribe = request.cancel.on_cancel(cancellation.wake_up)
         copier.start()
         cancellation.start()
+        stderr = SignalTrailer(token, request.stderr)  # the wrapper says there whether a signal ended the command
         try:
-            pump_output(attached, request.stdout, request.stderr)
+            pump_output(attached, request.stdout, stderr)
+            stderr.close()
             cancellation.output_ended.set()
         except BrokenPipeError:
             request.cancel.cancel()  # nobody reads our output any more: end the command instead of hanging it
@@ -240,7 +247,9 @@ class DockerDriver:
         if cancellation.killed.is_set():
             # What the engine reports for a tree we killed says nothing about the command; like the other drivers.
             return ExecResult(exit_code=_CANCELLED_EXIT), True
-        result = ExecResult(exit_code=self._exit_code(exec_id, cancelled=request.cancel.is_cancelled()))
+        code = self._exit_code(exec_id, cancelled=request.cancel.is_cancelled())
+        # 128+N alongside the name: a host that reads only exit_code still sees the shell's convention.
+        result = ExecResult(exit_code=code, signal=signal_name(stderr.number)) if stderr.number else ExecResult(code)
         return result, cancellation.output_ended.is_set()
 
     def kill_tree(self, container_id: str, token: str) -> None:

@@ -37,6 +37,7 @@ from devsy.driver.microsandbox.spec import SandboxSpec, build_spec, extend_polic
 from devsy.driver.microsandbox.volumes import ensure_volumes, remove_volumes
 from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import AlreadyExists, DriverError, NotFound
+from devsy.runtime.wire.errors import PreconditionFailed
 
 QUICK_TIMEOUT_S = 60.0  # inspect, rm, logs: no VM work
 BOOT_TIMEOUT_S = 300.0  # run/start: root disk preparation plus boot
@@ -227,8 +228,8 @@ class MicrosandboxDriver:
         state = self._require(workspace_id)
         if not state.details.running:
             # `msb exec` would boot a stopped sandbox by itself; devsy never starts a workspace implicitly.
-            raise DriverError(f"workspace {workspace_id} is not running ({state.msb_status.lower()})",
-                              hint=f"run `devsy start {workspace_id}` first")
+            raise PreconditionFailed(f"workspace {workspace_id} is not running ({state.msb_status.lower()})",
+                                     hint=f"run `devsy start {workspace_id}` first")
         return run_exec(self.client, state.name, request)
 
     def logs(self, workspace_id: str, out: BinaryIO) -> None:

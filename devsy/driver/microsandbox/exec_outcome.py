@@ -9,6 +9,12 @@ is reported as exit status 1.
 Not done: a marker printed by a guest-side wrapper (it would need /bin/sh in every image, and a byte-faithful stderr
 would have to be edited to strip it). So an msb failure while the sandbox still runs (an agent relay that cannot be
 reached) is still reported as the status msb exited with.
+
+Signals: msb reports only an exit status, 128+N both for a guest command killed by signal N and for one that ran
+`exit 128+N` (and for msb's own session being cut off, told apart above by the sandbox's state). Nothing msb prints
+says which, so this driver never names a signal: a killed command comes back as ExecExit{exit_code: 128+N, signal:
+""}, still a failure, and `devsy exec` still exits 128+N. Naming it would need the guest-side wrapper declined above
+(the Docker driver has one: devsy/driver/docker/exec_signal.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,68 @@
+"""A command killed by a signal is reported with the signal's name by every devsy provider (the Go SDK requires the
+name, not only 128+N), `devsy exec` still exits 128+N, and Exec on a stopped workspace is FAILED_PRECONDITION."""
+
+from __future__ import annotations
+
+import io
+import secrets
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from devsy.driver.base import ExecRequest, RunOptions
+from devsy.runtime.host.testing import RunningProvider, docker_command, running
+from devsy.runtime.v1 import runtime_pb2 as pb
+
+pytestmark = pytest.mark.usefixtures("guest_image")
+
+KEEP_ALIVE = ["/bin/sh"], ["-c", 'trap "exit 0" TERM; while sleep 1000 & wait $!; do :; done']
+SIGNALLED = ["sh", "-c", "kill -TERM $$"]
+
+
+@pytest.fixture
+def provider() -> Iterator[RunningProvider]:
+    with running(docker_command()) as p:  # the real `devsy-provider-docker serve` process on the real engine
+        yield p
+
+
+@pytest.fixture
+def workspace(provider: RunningProvider, guest_image: str, docker_client) -> Iterator[str]:
+    ws = f"t-sig-{secrets.token_hex(4)}"
+    entrypoint, cmd = KEEP_ALIVE
+    provider.client.run_image(ws, RunOptions(image=guest_image, remote_user="root", entrypoint=entrypoint, cmd=cmd))
+    yield ws
+    for container in docker_client.containers.list(all=True, filters={"label": f"dev.devsy.workspace={ws}"}):
+        container.remove(force=True, v=True)
+
+
+def _exec(provider: RunningProvider, ws: str, argv: list[str]) -> tuple[int, str, bytes, bytes]:
+    out, err = io.BytesIO(), io.BytesIO()
+    result = provider.client.exec(ws, ExecRequest(argv=argv, stdout=out, stderr=err, stdin=io.BytesIO()), 120)
+    return result.exit_code, result.signal, out.getvalue(), err.getvalue()
+
+
+def test_docker_provider_reports_the_signal_by_name(provider: RunningProvider, workspace: str) -> None:
+    assert _exec(provider, workspace, SIGNALLED) == (143, "SIGTERM", b"", b"")
+    assert _exec(provider, workspace, ["sh", "-c", "kill -KILL $$"])[:2] == (137, "SIGKILL")
+
+
+def test_docker_provider_keeps_a_plain_exit_143_a_plain_exit(provider: RunningProvider, workspace: str) -> None:
+    """The same number from exit(143) is no signal; output around it is untouched."""
+    assert _exec(provider, workspace, ["sh", "-c", "printf out; printf 'err\\000' >&2; exit 143"]) == \
+        (143, "", b"out", b"err\x00")
+
+
+def test_exec_on_a_stopped_workspace_is_failed_precondition(provider: RunningProvider, workspace: str) -> None:
+    provider.client.stop(workspace)
+    frames = [pb.ExecClientMessage(start=pb.ExecStart(workspace_id=workspace, argv=["true"])),
+              pb.ExecClientMessage(close_stdin=pb.CloseStdin())]
+    with pytest.raises(grpc.RpcError) as info:
+        list(provider.plugin.stub.Exec(iter(frames), timeout=60))
+    assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION, info.value.details()
+
+
+def test_devsy_exec_of_a_signalled_command_exits_143(devsy, running_workspace: str) -> None:
+    result = devsy.run("exec", running_workspace, "--", *SIGNALLED)
+    assert result.returncode == 143, result.stderr
+    assert b"Terminated" not in result.stderr and b"devsy-signal" not in result.stderr  # the wrapper's own report never reaches the command's stderr
