@@ -16,7 +16,7 @@ from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import AlreadyExists, NotFound
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.wire.errors import PreconditionFailed, RuntimeFailure
-from devsy.runtime.fake import scenarios
+from devsy.runtime.fake import go_scenarios, scenarios
 from devsy.runtime.fake.modes import CRASH_EXIT_CODE, NONZERO_EXIT_CODE, Mode
 from devsy.runtime.fake.state import StateStore, WorkspaceState
 
@@ -110,7 +110,8 @@ class FakeDriver:
             return ExecResult(130)
         if self.mode is Mode.NO_AGENT_TOOLS and scenarios.is_agent_script(request):
             return scenarios.no_agent_tools(request)
-        result = scenarios.run(request)
+        scenario = go_scenarios.handler(request) if self.mode is Mode.CONFORMANCE else None
+        result = scenarios.run(request, scenario)
         if self.mode is Mode.NONZERO_EXIT:
             request.stderr.write(b"fake runtime: failing on purpose (mode nonzero-exit)\n")
             return ExecResult(NONZERO_EXIT_CODE)
@@ -134,6 +135,8 @@ class FakeDriver:
 
     def logs(self, workspace_id: str, out: BinaryIO) -> None:
         state = self._require(workspace_id)
-        if state.entrypoint + state.cmd == [c.WORKLOAD_ENTRYPOINT, *c.WORKLOAD_ARGS]:
+        if self.mode is Mode.CONFORMANCE:
+            out.write(go_scenarios.LOGS)  # as the Go fake's Logs, whatever the workload
+        elif state.entrypoint + state.cmd == [c.WORKLOAD_ENTRYPOINT, *c.WORKLOAD_ARGS]:
             out.write(c.WORKLOAD_LOGS)
         out.flush()

@@ -30,7 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--state-dir", type=Path, default=os.environ.get("DEVSY_FAKE_STATE_DIR") or None,
                         help="directory of workspace records (required; or DEVSY_FAKE_STATE_DIR)")
     parser.add_argument("--mode", type=Mode, choices=list(Mode), default=Mode(os.environ.get(ENV_MODE) or "normal"),
-                        help="misbehave on purpose")
+                        help="misbehave on purpose; `conformance`: exec argv[0] names a scenario of the Go SDK fake "
+                             "(echo, arguments, shell, stderr, duplex, nonzero, signal, early-exit, block). The Go "
+                             "fake's names delay-handshake, fail-preflight, fail-run, exec-nonzero are accepted too")
     parser.add_argument("--profile", type=Profile, choices=list(Profile),
                         default=Profile(os.environ.get(ENV_PROFILE) or "default"),
                         help="recreate: offer ON_RUN replacement to hosts that opt in; legacy: speak API 1.1")

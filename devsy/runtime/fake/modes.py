@@ -10,6 +10,8 @@ from devsy.runtime.wire.constants import API_MINOR
 
 class Mode(str, Enum):
     NORMAL = "normal"
+    # Exec argv[0] names a scenario of the Go SDK fake's table (see go_scenarios.py); Logs as the Go fake's.
+    CONFORMANCE = "conformance"
     CRASH_BEFORE_HANDSHAKE = "crash-before-handshake"
     CRASH_AFTER_HANDSHAKE = "crash-after-handshake"
     SLOW_HANDSHAKE = "slow-handshake"
@@ -27,6 +29,16 @@ class Mode(str, Enum):
     NO_AGENT_TOOLS = "no-agent-tools"
     # Find reports no labels: the protocol does not require a provider to echo RunImage's labels.
     FIND_WITHOUT_LABELS = "find-without-labels"
+
+
+    @classmethod
+    def _missing_(cls, value: object) -> Mode | None:
+        return cls.__members__.get(GO_MODE_NAMES.get(str(value), ""))
+
+
+# The Go SDK fake's names for the modes that mean the same (`--mode delay-handshake` works on both fakes).
+GO_MODE_NAMES = {"delay-handshake": "SLOW_HANDSHAKE", "fail-preflight": "FAILING_PREFLIGHT",
+                 "fail-run": "FAILING_RUN", "exec-nonzero": "NONZERO_EXIT"}
 
 
 class Profile(str, Enum):

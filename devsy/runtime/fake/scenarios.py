@@ -160,9 +160,10 @@ def no_agent_tools(request: ExecRequest) -> ExecResult:
     return ExecResult(_NO_AGENT_TOOLS_EXIT)
 
 
-def run(request: ExecRequest) -> ExecResult:
-    """Simulate `request.argv`; output writes raise BrokenPipeError once the stream's reader is gone."""
-    handler = BY_ARGV.get(tuple(request.argv)) or BY_NAME.get(request.argv[0])
+def run(request: ExecRequest, handler: Callable[[ExecRequest], ExecResult] | None = None) -> ExecResult:
+    """Simulate `request.argv` (with `handler` when the caller chose one); output writes raise BrokenPipeError once
+    the stream's reader is gone."""
+    handler = handler or BY_ARGV.get(tuple(request.argv)) or BY_NAME.get(request.argv[0])
     if handler is None:
         request.stderr.write(f"fake runtime: {request.argv[0]}: no such scenario\n".encode())
         return ExecResult(127)
