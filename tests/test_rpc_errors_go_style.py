@@ -53,6 +53,8 @@ def _details(names: list[str]) -> list[any_pb2.Any]:
             packed = any_pb2.Any()
             packed.Pack(error_details_pb2.ErrorInfo(reason="NO_WORKSPACE", domain="example.test"))
             out.append(packed)
+        elif name == "future-code":  # a RuntimeErrorCode from an API newer than this host's
+            out.append(_packed_runtime_error(99, "workspace ws-1 is archived"))
         elif name == "unknown-type":
             out.append(any_pb2.Any(type_url="type.googleapis.com/example.v9.Telemetry", value=b"\x08\x96\x01"))
     return out
@@ -128,6 +130,18 @@ def test_details_of_unknown_types_alone_are_a_plain_status(stub) -> None:
     error = _host_error(stub, code="FAILED_PRECONDITION", message="workspace is not running",
                         details=["unknown-type", "error-info"])
     assert type(error) is PreconditionFailed and "workspace is not running" in error.message
+
+
+def test_a_runtime_error_code_from_a_newer_api_is_read_by_its_status_code(stub) -> None:
+    error = _host_error(stub, code="NOT_FOUND", message="m", details=["future-code"])
+    assert type(error) is NotFound and error.message == "workspace ws-1 is archived"
+    with pytest.raises(DetailError, match="does not match"):  # devsy's own providers send only codes they know
+        from_error(_rpc_error(stub, code="NOT_FOUND", message="m", details=["future-code"]), DetailPolicy.DEVSY)
+
+
+def test_a_plain_status_without_a_message_still_says_what_failed(stub) -> None:
+    error = _host_error(stub, code="NOT_FOUND", message="")
+    assert type(error) is NotFound and error.message == f"provider {PROVIDER} failed Find with NOT_FOUND"
 
 
 def test_what_the_protocol_forbids_is_still_a_protocol_error(stub) -> None:
