@@ -162,6 +162,17 @@ def test_devsy_policy_is_stricter_and_devsys_own_provider_meets_it(stub) -> None
     assert own is not None and (own.code, own.message) == ("NOT_FOUND", "no workspace ***")
 
 
+def test_devsys_fake_runtime_sends_exactly_one_runtime_error(tmp_path: Path) -> None:
+    # devsy policy, checked on a real devsy provider process: Start of a workspace that does not exist.
+    from devsy.runtime.host.testing import fake_command, running
+
+    with running(fake_command(tmp_path)) as provider:
+        with pytest.raises(grpc.RpcError) as caught:
+            provider.plugin.stub.Start(pb.StartRequest(workspace_id="ws-absent"), timeout=30)
+    info = from_error(caught.value, DetailPolicy.DEVSY)
+    assert info is not None and info.code == "NOT_FOUND" and info.message
+
+
 # ---- the Go SDK's fake runtime, launched as a host launches any provider ----------------------------------------
 
 def _go_fake(tmp_path: Path, mode: str):
