@@ -54,7 +54,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     up.add_argument("--id", dest="workspace_id", help="workspace id (1-63 of a-z, 0-9, '-'; default: from SOURCE)")
     up.add_argument("--provider", help=_provider_help(argv))
     up.add_argument("--provider-option", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
-                    help="provider option, repeatable; docker: NETWORK_MODE=default|host|none|bridge, STOP_TIMEOUT=S")
+                    help="provider option, repeatable; docker: NETWORK_MODE=default|host|none|bridge, STOP_TIMEOUT=S; "
+                         "external:EXECUTABLE: ARGS='ARG ...' its arguments, exactly (shell-style quoting; default "
+                         "none), any other KEY=VALUE its environment")
     up.add_argument("--recreate", action="store_true",
                     help="replace the instance (instance-local data is lost; workspace content is kept)")
     up.add_argument("--ssh-config", type=Path,

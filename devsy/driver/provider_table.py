@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from devsy.driver.base import Driver
 
 KINDS = ("builtin", "external", "remote")
+# The option that declares an `external:EXECUTABLE` provider's arguments (devsy/driver/external/args.py splits it).
+ARGS_OPTION = "ARGS"
+# The subcommand devsy's own provider executables declare (devsy.runtime.wire.constants.SERVE_ARG; not imported here:
+# reading the table must not load the runtime package).
+SERVE_ARG = "serve"
+
 # Where the devcontainer's image is prepared before the driver runs it (image_prepare.py always uses the host engine).
 IMAGES_HOST_DOCKER = "host Docker engine"
 IMAGES_LOADED_INTO_MSB = "builds and local images: host Docker engine, then loaded into msb; registry images: msb pull"
@@ -59,6 +65,9 @@ class ProviderRow:
     # The backend pulls a registry image itself (the host's engine must not hold it); the host reads only its config.
     pulls_registry_images: bool = False
     executable: str = ""  # external rows: the provider executable devsy launches (a pattern row: from the name)
+    # External rows: the arguments it is launched with, exactly (the protocol has no `serve` convention; devsy's
+    # own providers declare theirs). A pattern row declares none: the user's ARGS option gives them.
+    args: tuple[str, ...] = ()
     pattern: bool = False  # `name` is a prefix (external:EXECUTABLE)
     connects_early: bool = True  # make_driver(connect=True) opens the backend before any state is touched
     synopsis: str = ""  # how --help writes it, when that differs from `name`
@@ -107,6 +116,15 @@ def _remote_options(raw: Mapping[str, str]) -> Any:
 
 def passthrough_options(raw: Mapping[str, str]) -> Mapping[str, str]:
     """Options of a provider devsy does not know: the provider validates them itself."""
+    return raw
+
+
+def _declared_options(raw: Mapping[str, str]) -> Mapping[str, str]:
+    """`external:EXECUTABLE`'s options: ARGS must split into arguments; the rest pass through unvalidated."""
+    from devsy.driver.external.args import declared_args  # noqa: PLC0415
+
+    if ARGS_OPTION in raw:
+        declared_args(raw[ARGS_OPTION])
     return raw
 
 
@@ -181,19 +199,21 @@ _ROWS: list[ProviderRow] = [
     ProviderRow("external-docker", "external", "docker",
                 "the Docker driver as a Runtime Protocol v1 executable, devsy-provider-docker (same options)",
                 _docker_options, external_driver, _docker_network, executable="devsy-provider-docker",
-                gpu=_DOCKER_GPU),
+                args=(SERVE_ARG,), gpu=_DOCKER_GPU),
     ProviderRow("external-microsandbox", "external", "microsandbox",
                 "the MicroSandbox driver as a Runtime Protocol v1 executable, devsy-provider-microsandbox "
                 "(same options)",
                 _msb_options, external_driver, _default_network, images=IMAGES_LOADED_INTO_MSB,
-                pulls_registry_images=True, executable="devsy-provider-microsandbox",
+                pulls_registry_images=True, executable="devsy-provider-microsandbox", args=(SERVE_ARG,),
                 ignored_settings=MICROVM_IGNORED, ignored_because=MICROVM_IGNORED_BECAUSE, gpu=_NO_GPU),
     ProviderRow("remote", "remote", "docker",
                 "a backend on another machine, reached through its exec command (PROVIDER_CONFIG=provider.yaml)",
                 _remote_options, _remote_driver, _default_network, connects_early=False),
     ProviderRow("external:", "external", "any",
-                "any Runtime Protocol v1 provider executable; options pass through unvalidated",
-                passthrough_options, external_driver, option_network, pattern=True, synopsis="external:EXECUTABLE"),
+                "any Runtime Protocol v1 provider executable, launched with exactly the arguments "
+                f"{ARGS_OPTION}='...' declares (shell-style quoting; none by default); other options pass through "
+                "unvalidated as its environment",
+                _declared_options, external_driver, option_network, pattern=True, synopsis="external:EXECUTABLE"),
 ]
 
 DEFAULT_PROVIDER = "docker"

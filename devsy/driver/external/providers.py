@@ -1,16 +1,19 @@
 """How an external row of the provider table (devsy/driver/provider_table.py) becomes a provider process command.
 
-`external-docker` runs devsy-provider-docker and `external-microsandbox` devsy-provider-microsandbox (the built-in
-drivers behind the protocol; same options); `external:EXECUTABLE` runs any provider executable, passing options
-through unvalidated. Options travel as environment variables of the provider (KEY=VALUE), through the supervisor's
-config pipe.
+`external-docker` runs `devsy-provider-docker serve` and `external-microsandbox` `devsy-provider-microsandbox serve`
+(the built-in drivers behind the protocol; same options; `serve` is what their rows declare); `external:EXECUTABLE`
+runs any provider executable with exactly the arguments its ARGS option declares (shell-style quoting, none by
+default: what a go-plugin provider expects), passing the other options through unvalidated. Options travel as
+environment variables of the provider (KEY=VALUE), arguments as its argv, both through the supervisor's config pipe
+(never a command line another user can read) and redacted from devsy's messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from devsy.driver.provider_table import ProviderRow, locate, provider_rows, row_for
+from devsy.driver.external.args import declared_args
+from devsy.driver.provider_table import ARGS_OPTION, ProviderRow, locate, provider_rows, row_for
 from devsy.errors import UsageError
 from devsy.runtime.host.launcher import ProviderCommand
 
@@ -22,8 +25,11 @@ def is_external(name: str) -> bool:
 
 def command_of(row: ProviderRow, name: str, options: Mapping[str, str]) -> ProviderCommand:
     """The process `--provider name` launches, for options its row has already validated."""
-    return ProviderCommand(binary=locate(row.executable_for(name)), env=dict(options))
-
+    env = dict(options)
+    args = list(row.args)
+    if ARGS_OPTION in env:  # accepted only by rows that declare no arguments (external:EXECUTABLE)
+        args = declared_args(env.pop(ARGS_OPTION))
+    return ProviderCommand(binary=locate(row.executable_for(name)), args=args, env=env)
 
 def provider_command(name: str, options: Mapping[str, str]) -> ProviderCommand:
     """The command devsy launches for `--provider name`; the options are validated first (before any process)."""

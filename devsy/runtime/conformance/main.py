@@ -1,6 +1,8 @@
 """`devsy-conformance [OPTIONS] PROVIDER [ARGS...]`: run every conformance case of shared/PROTOCOL.md against a
-provider executable (Python- or Go-built), launched like a host does: `PROVIDER serve ARGS...` under the runtime
-supervisor, with the go-plugin handshake. Prints one PASS/FAIL/SKIP/BLOCKED line per case.
+provider executable (Python- or Go-built), launched like a host does: exactly `PROVIDER ARGS...` under the runtime
+supervisor, with the go-plugin handshake: nothing is added (devsy's own providers take `serve`: `devsy-conformance
+devsy-provider-docker serve`; a go-plugin provider its own flags: `devsy-conformance go-fake-runtime --state-dir X`).
+Prints one PASS/FAIL/SKIP/BLOCKED line per case.
 
 SKIP: the provider does not offer what the case needs (it says so in Info). BLOCKED: the case needs a running
 instance and the provider reported that none can boot on this host (e.g. a microVM where KVM cannot run guests); the
@@ -147,12 +149,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only this case or group (e.g. exec), repeatable")
     parser.add_argument("--handshake-timeout", type=float, default=60.0)
     parser.add_argument("provider", metavar="PROVIDER", help="provider executable (name on PATH or path)")
-    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments after `serve`")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="the provider's arguments, passed exactly as given (nothing is added)")
     args = parser.parse_args(argv)
     binary = shutil.which(args.provider) or args.provider
-    # `devsy-conformance PROVIDER serve` reads like the command a host runs; `serve` is added by the launch itself.
-    provider_args = args.args[1:] if args.args[:1] == ["serve"] else args.args
-    target = Target(command=ProviderCommand(binary=binary, args=provider_args, env=dict(args.env)), image=args.image,
+    target = Target(command=ProviderCommand(binary=binary, args=list(args.args), env=dict(args.env)), image=args.image,
                     remote_user=args.remote_user, handshake_timeout=args.handshake_timeout)
     try:
         outcomes = run_suite(target, args.only)

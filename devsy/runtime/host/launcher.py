@@ -26,7 +26,9 @@ from devsy.runtime.host.supervisor_config import SupervisorConfig
 
 @dataclass
 class ProviderCommand:
-    """How to run a provider. `env` and `args` may hold secrets: they travel by pipe and are redacted from errors."""
+    """How to run a provider: exactly `binary args...` (the protocol has no subcommand convention; devsy's own
+    providers declare `serve` in their provider rows). `env` and `args` may hold secrets: they travel by pipe and
+    are redacted from errors."""
 
     binary: str
     args: list[str] = field(default_factory=list)
@@ -53,7 +55,7 @@ class SupervisedProvider:
         self.command = command
         self._redact = command.redactor()
         base = _clean_env(dict(os.environ)) if command.inherit_env else {}
-        config = SupervisorConfig(binary=command.binary, args=["serve", *command.args],
+        config = SupervisorConfig(binary=command.binary, args=list(command.args),
                                   env={**base, **command.env}, cwd=command.cwd, transport=transport)
         lease_r, self._lease_w = os.pipe()
         config_r, config_w = os.pipe()

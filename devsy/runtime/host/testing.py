@@ -11,6 +11,7 @@ from pathlib import Path
 from devsy.runtime.host.client import RuntimeClient
 from devsy.runtime.host.launcher import ProviderCommand
 from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
+from devsy.runtime.wire.constants import SERVE_ARG
 
 BIN_DIR = Path(sys.executable).parent
 
@@ -21,12 +22,12 @@ def script(name: str) -> str:
 
 
 def fake_command(state_dir: Path, *args: str, env: dict[str, str] | None = None) -> ProviderCommand:
-    return ProviderCommand(binary=script("devsy-fake-runtime"), args=["--state-dir", str(state_dir), *args],
+    return ProviderCommand(binary=script("devsy-fake-runtime"), args=[SERVE_ARG, "--state-dir", str(state_dir), *args],
                            env=dict(env or {}))
 
 
 def docker_command(network_mode: str = "host") -> ProviderCommand:
-    return ProviderCommand(binary=script("devsy-provider-docker"), env={"NETWORK_MODE": network_mode})
+    return ProviderCommand(binary=script("devsy-provider-docker"), args=[SERVE_ARG], env={"NETWORK_MODE": network_mode})
 
 
 @dataclass

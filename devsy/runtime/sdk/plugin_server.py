@@ -49,6 +49,11 @@ def check_plugin_env(environ: Mapping[str, str]) -> None:
                              "the host must connect over its private unix socket directory instead")
 
 
+def started_by_host(environ: Mapping[str, str]) -> bool:
+    """Whether a plugin host started us: the cookie variable is set (a wrong value is then refused with the not-a-plugin message)."""
+    return COOKIE_KEY in environ
+
+
 def refuse_unless_plugin_env() -> None:
     """Exit 1 with the reason on stderr unless started by a host (stdout stays empty)."""
     try:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
 import grpc
 
 from devsy.driver.base import Driver
-from devsy.runtime.sdk.plugin_server import refuse_unless_plugin_env, serve_plugin
+from devsy.runtime.sdk.plugin_server import refuse_unless_plugin_env, serve_plugin, started_by_host
 from devsy.runtime.sdk.info import ProviderInfo
 from devsy.runtime.sdk.service import RuntimeService
 from devsy.runtime.v1 import runtime_pb2_grpc
+from devsy.runtime.wire.constants import SERVE_ARG
 
 
 def serve(driver: Driver, info: ProviderInfo, *, before_line: Callable[[], None] | None = None,
@@ -27,12 +29,15 @@ def serve(driver: Driver, info: ProviderInfo, *, before_line: Callable[[], None]
 
 
 def require_serve_command(prog: str, argv: list[str]) -> list[str]:
-    """Check that argv starts with `serve` (how a host starts us); returns the rest. Exits 2 with usage otherwise."""
-    if not argv or argv[0] != "serve":
-        help_asked = bool(argv) and argv[0] in ("-h", "--help")
-        print(f"usage: {prog} serve [OPTIONS]\n\n{prog} is a devsy runtime provider: devsy starts it (with the "
-              f"`serve` argument and a handshake environment); it is not meant to be run by hand. Check one with "
-              f"`devsy-conformance {prog} [OPTIONS]`.", file=sys.stdout if help_asked else sys.stderr)
-        sys.exit(0 if help_asked else 2)
-    refuse_unless_plugin_env()  # before any backend is touched
-    return argv[1:]
+    """The options after `serve`; returns them. Started by a host (the magic cookie is set), `serve` is optional:
+    a go-plugin host launches exactly what a provider definition declares, often no arguments at all
+    (`external:$(which prog)`). By hand without `serve` it exits 2 with usage."""
+    help_asked = argv[:1] in (["-h"], ["--help"])
+    if argv[:1] == [SERVE_ARG] or (started_by_host(os.environ) and not help_asked):
+        refuse_unless_plugin_env()  # before any backend is touched
+        return argv[1:] if argv[:1] == [SERVE_ARG] else argv
+    print(f"usage: {prog} [serve] [OPTIONS]\n\n{prog} is a devsy runtime provider: devsy starts it (with a "
+          f"handshake environment, and `serve` when its provider row declares it); it is not meant to be run by "
+          f"hand. Check one with `devsy-conformance {prog} serve [OPTIONS]`.",
+          file=sys.stdout if help_asked else sys.stderr)
+    sys.exit(0 if help_asked else 2)

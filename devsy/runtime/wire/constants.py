@@ -14,6 +14,8 @@ TRANSPORT_KEYS = (COOKIE_KEY,)
 
 CORE_PROTOCOL_VERSION = 1  # go-plugin's own handshake format
 APP_PROTOCOL_VERSION = 1  # Runtime Protocol major version, negotiated through PLUGIN_PROTOCOL_VERSIONS
+# The subcommand devsy's own providers declare in their provider rows: their convention, not the protocol's (a
+# go-plugin provider takes whatever arguments its definition declares, often none).
 SERVE_ARG = "serve"
 HEALTH_SERVICE = "plugin"
 
