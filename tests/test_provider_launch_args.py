@@ -17,8 +17,10 @@ import pytest
 from devsy.driver.external.providers import provider_command
 from devsy.errors import UsageError
 from devsy.runtime.fake.modes import ENV_MODE, Mode
+from devsy.runtime.host.launcher import ProviderCommand
+from devsy.runtime.host.plugin_client import HandshakeConfig, LaunchOptions, PluginClient
 from devsy.runtime.host.testing import running, script
-from devsy.runtime.wire.errors import ProviderExited
+from devsy.runtime.wire.errors import CookieRejected, ProviderExited
 from go_interop import require_go_binary
 from helpers.cli import DevsyCli
 from helpers.projects import make_project
@@ -27,6 +29,11 @@ ARGV_PROVIDER = Path(__file__).parent / "helpers" / "argv_provider.py"
 SECRET = "launch-arg-secret-5e0c2a"
 DECLARED = [f"--token={SECRET}", "two words", "", "plain"]
 CONFORMANCE_TIMEOUT_S = 300
+# go-plugin's refusal (server.go), as go-fake-runtime prints it on stderr when the cookie is missing or wrong.
+GO_PLUGIN_REFUSAL = ("This binary is a plugin. These are not meant to be executed directly.\n"
+                     "Please execute the program that consumes these plugins, which will\n"
+                     "load any plugins automatically\n")
+WRONG_COOKIE = LaunchOptions(handshake=HandshakeConfig(cookie_value="someone-else"))
 
 
 def _argv_provider(tmp_path: Path) -> Path:
@@ -116,3 +123,19 @@ def test_devsy_providers_serve_with_what_is_declared(tmp_path: Path, declared: t
 def test_devsy_provider_rows_declare_serve() -> None:
     assert provider_command("external-docker", {"NETWORK_MODE": "host"}).args == ["serve"]
     assert provider_command("external-microsandbox", {}).args == ["serve"]
+
+
+def test_go_plugins_multi_line_refusal_is_a_cookie_rejection(tmp_path: Path) -> None:
+    refusing = tmp_path / "go-style-refusal"
+    refusing.write_text(f"#!/bin/sh\nprintf %s {shlex.quote(GO_PLUGIN_REFUSAL)} >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    with pytest.raises(CookieRejected, match="did not get the magic cookie") as info:
+        PluginClient.launch(ProviderCommand(binary=str(refusing)))
+    assert "load any plugins automatically" in info.value.message  # its own words, from the stderr tail
+
+
+def test_go_fake_runtime_refusing_a_wrong_cookie_is_a_cookie_rejection(tmp_path: Path) -> None:
+    go_fake = require_go_binary("go-fake-runtime")
+    with pytest.raises(CookieRejected, match="did not get the magic cookie") as info:
+        PluginClient.launch(ProviderCommand(binary=str(go_fake), args=["--state-dir", str(tmp_path)]), WRONG_COOKIE)
+    assert "This binary is a plugin." in info.value.message

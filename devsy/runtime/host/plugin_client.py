@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devsy.errors import DevsyError
 from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS, \
-    ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
+    ENV_SOCKET_DIR, HEALTH_SERVICE, is_not_a_plugin_refusal
 from devsy.runtime.wire.errors import CookieRejected, HandshakeTimeout, ProviderExited, ProviderLaunchError, \
     ProviderUnavailable
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
@@ -109,7 +109,7 @@ class PluginClient:
         if raw is None:
             code = provider.exit_code(wait=_SUPERVISOR_EXIT_WAIT_S)
             tail = provider.stderr_tail(wait=1.0)
-            if NOT_A_PLUGIN_MESSAGE in tail:
+            if is_not_a_plugin_refusal(tail):
                 raise CookieRejected(
                     _with_tail(f"provider {name} refused to serve: it did not get the magic cookie it expects",
                                tail),

@@ -50,7 +50,8 @@ def check_plugin_env(environ: Mapping[str, str]) -> None:
 
 
 def started_by_host(environ: Mapping[str, str]) -> bool:
-    """Whether a plugin host started us: the cookie variable is set (a wrong value is then refused with the not-a-plugin message)."""
+    """Whether a plugin host started us: the cookie variable is set (a wrong value is then refused as go-plugin
+    does)."""
     return COOKIE_KEY in environ
 
 

@@ -24,11 +24,17 @@ API_MINOR = 3
 
 MAX_FRAME = 32768  # largest Exec/Logs data frame, both directions
 
-# What go-plugin prints when the cookie is missing; hosts recognise it in a provider's stderr.
+# What go-plugin prints when the cookie is missing or wrong; hosts recognise it in a provider's stderr. go-plugin
+# wraps it over three lines (server.go), devsy's SDK prints it on one: compare with whitespace collapsed.
 NOT_A_PLUGIN_MESSAGE = (
     "This binary is a plugin. These are not meant to be executed directly. Please execute the program that "
     "consumes these plugins, which will load any plugins automatically"
 )
+
+
+def is_not_a_plugin_refusal(text: str) -> bool:
+    """Whether `text` (a provider's stderr) holds go-plugin's cookie refusal, however its lines are wrapped."""
+    return " ".join(NOT_A_PLUGIN_MESSAGE.split()) in " ".join(text.split())
 
 
 def is_transport_key(key: str) -> bool:
