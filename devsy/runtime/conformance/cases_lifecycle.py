@@ -6,7 +6,6 @@ import grpc
 
 from devsy.arch import SUPPORTED
 from devsy.bounded_wait import WaitTimeout, poll_until
-from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseSkipped, check, expect_error, expect_status
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session
 from devsy.runtime.wire.errors import InvalidProviderInfo, IncompatibleVersion
@@ -62,8 +61,8 @@ def case_lifecycle(session: Session) -> None:
         stub.Delete(pb.DeleteRequest(workspace_id=ws), timeout=UNARY_TIMEOUT_S)
         check(not session.find(ws).found, f"{attempt} Delete: Find still reports the workspace")
     info = expect_error("NOT_FOUND", lambda: stub.Start(pb.StartRequest(workspace_id=ws), timeout=UNARY_TIMEOUT_S),
-                        "Start after Delete")
-    check(bool(info.message), "Start after Delete: the RuntimeError has no message")
+                        "Start after Delete", detail_required=True)  # as the Go SDK suite requires
+    check(bool(info and info.message), "Start after Delete: the RuntimeError has no message")
 
 
 def _snapshot(session: Session, ws: str) -> tuple[str, str, str]:
@@ -163,4 +162,5 @@ def case_logs(session: Session) -> None:
         data = poll_until(logs, bool, timeout=_LOGS_WAIT_S, interval=0.2, what="the workload's logs")
     except WaitTimeout as exc:
         data = exc.last  # the check below says what was expected
-    check(data == c.WORKLOAD_LOGS, f"logs {data!r} != expected {c.WORKLOAD_LOGS!r}")
+    expected = session.commands.logs
+    check(data == expected, f"logs {data!r} != expected {expected!r}")

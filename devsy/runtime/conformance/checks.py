@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
 from devsy.runtime.wire.constants import MAX_FRAME
-from devsy.runtime.wire.status import DetailError, RuntimeErrorInfo, from_error
+from devsy.runtime.wire.status import GRPC_CODE, DetailError, DetailPolicy, RuntimeErrorInfo, from_error
 
 
 class CaseFailed(AssertionError):
@@ -26,23 +28,67 @@ class CaseBlocked(Exception):
     provider fault: the case must run where instances can boot. The message carries the provider's evidence."""
 
 
+class CaseNotOffered(Exception):
+    """The protocol's checks passed, but the case also holds devsy's own providers to devsy policy (stricter than
+    the protocol, e.g. exactly one RuntimeError detail on every error) and this provider does not offer that. The
+    message lists each waived check: never a pass, never a fault."""
+
+
+@dataclass
+class _Policy:
+    applies: bool
+    waived: list[str] = field(default_factory=list)
+
+
+_POLICY: ContextVar[_Policy] = ContextVar("conformance_policy", default=_Policy(applies=True))
+
+
+@contextmanager
+def policy_scope(applies: bool) -> Iterator[list[str]]:
+    """Run one case with devsy policy checked (`applies`) or waived; yields the list of waived checks."""
+    scope = _Policy(applies)
+    token = _POLICY.set(scope)
+    try:
+        yield scope.waived
+    finally:
+        _POLICY.reset(token)
+
+
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise CaseFailed(message)
 
 
-def expect_error(code: str, call: Callable[[], Any], what: str) -> RuntimeErrorInfo:
-    """`call` must fail with a status carrying exactly one RuntimeError of `code`."""
+def policy(condition: bool, message: str) -> None:
+    """A devsy policy check: a failure for devsy's own providers, a waived check (reported) for any other."""
+    scope = _POLICY.get()
+    if scope.applies:
+        check(condition, message)
+    elif not condition:
+        scope.waived.append(message)
+
+
+def expect_error(code: str, call: Callable[[], Any], what: str, *, detail_required: bool = False
+                 ) -> RuntimeErrorInfo | None:
+    """`call` must fail with the gRPC status of RuntimeError `code` (the protocol). Its RuntimeError detail, when
+    present, must name `code`; exactly one is devsy policy, or the protocol where `detail_required` (as the Go SDK's
+    RequireRuntimeError). Returns the detail (None when a waived one is missing)."""
     try:
         call()
     except grpc.RpcError as exc:
+        status = exc.code()  # type: ignore[attr-defined]
+        check(status is GRPC_CODE[code], f"{what}: expected {code} (gRPC {GRPC_CODE[code].name}), got "
+                                          f"{status.name} ({exc.details()!r})")  # type: ignore[attr-defined]
+        # Exactly one detail and nothing else is devsy policy; the protocol tolerates details of other types.
+        reading = DetailPolicy.DEVSY if _POLICY.get().applies else DetailPolicy.PROTOCOL
         try:
-            info = from_error(exc)
+            info = from_error(exc, reading)
         except DetailError as detail_exc:
             raise CaseFailed(f"{what}: malformed error status ({detail_exc})") from None
         if info is None:
-            raise CaseFailed(f"{what}: expected {code} with a RuntimeError detail, got "
-                             f"{exc.code().name} without detail ({exc.details()!r})") from None  # type: ignore
+            message = f"{what}: {code} without a RuntimeError detail"
+            (check if detail_required else policy)(False, message)
+            return None
         check(info.code == code, f"{what}: expected {code}, got {info.code} ({info.message!r})")
         return info
     raise CaseFailed(f"{what}: expected {code}, but the call succeeded")

@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devsy.runtime.conformance import commands as c
-from devsy.runtime.conformance.checks import CaseBlocked, StreamRecord, check
+from devsy.runtime.conformance.checks import CaseBlocked, CaseNotOffered, StreamRecord, check
 from devsy.runtime.wire.constants import HEALTH_SERVICE, MAX_FRAME
 from devsy.runtime.host.launcher import ProviderCommand
 from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
@@ -31,6 +31,8 @@ class Target:
     image: str
     remote_user: str = "root"
     handshake_timeout: float = 60.0
+    commands: c.CommandTable = c.TABLES["posix"]
+    devsy_policy: bool = True  # hold the provider to devsy's policy checks too (devsy's own providers)
 
 
 def start_frame(workspace_id: str, argv: list[str], **fields: object) -> pb.ExecClientMessage:
@@ -60,6 +62,18 @@ class Session:
     def launch(self) -> None:
         self.plugin = PluginClient.launch(self.target.command,
                                           LaunchOptions(handshake_timeout=self.target.handshake_timeout))
+
+    @property
+    def commands(self) -> c.CommandTable:
+        return self.target.commands
+
+    def command(self, name: str):
+        """The table's command for `name`; a case this kind of provider has no command for is NOT-OFFERED."""
+        value = getattr(self.target.commands, name)
+        if value is None:
+            raise CaseNotOffered(f"the {self.target.commands.name!r} command table has no {name} command (this "
+                                 "provider cannot run what the case needs; see devsy-conformance --commands)")
+        return value
 
     @property
     def stub(self):
