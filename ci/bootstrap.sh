@@ -7,7 +7,8 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
 # docker-registry and skopeo: fixtures/oci_registry.py runs its own loopback registry and pushes to it.
-PACKAGES=(docker.io mmdebstrap git openssh-client docker-registry skopeo)
+# bindfs: the msb simulator presents a --mount-dir's owner (uid=,gid=) through it (fixtures/msb_sim/views.py).
+PACKAGES=(docker.io mmdebstrap git openssh-client docker-registry skopeo bindfs)
 POLICY_RC=/usr/sbin/policy-rc.d
 DOCKERD_LOG="${DEVSY_DOCKERD_LOG:-/var/log/devsy-dockerd.log}"
 DOCKERD_WAIT_S="${DEVSY_DOCKERD_WAIT_S:-60}"
