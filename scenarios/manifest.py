@@ -12,8 +12,6 @@ EVERY_PROVIDER = Applies()
 # What the msb simulator (the *-microsandbox-sim columns; fixtures/msb_sim, its docstring lists what it does not
 # simulate) cannot show: such a case is reported "not runnable on the simulator: <reason>" on those columns.
 NO_GUEST_PROC = "a booted guest's /proc (processors, MemTotal): the stand-in's container shares the host kernel"
-NO_VIRTIOFS_OWNER = ("msb's uid=,gid= ownership override on the workspace mount: the stand-in records it in the "
-                     "sandbox config, but its Docker bind shows the host's owners")
 EXTERNAL_ONLY = Applies(kinds=("external",),
                         reason="a contract of external providers (Runtime Protocol RunImage) other kinds lack")
 
@@ -37,8 +35,7 @@ MANIFEST = Manifest(
                      "the host uid:gid; MicroSandbox: the developer's), host owner unchanged; guest-created entries "
                      "0644/0755 on the host; the developer writes the workspace; PID 1 and the backend's exec run "
                      "as the workload user, devsy ssh/exec as the developer (seen by the backend's exec); rechecked "
-                     "after stop/up, --recreate and an identity change with --recreate",
-                     simulator=False, simulator_reason=NO_VIRTIOFS_OWNER),
+                     "after stop/up, --recreate and an identity change with --recreate"),
             ),
         ),
         Suite(
@@ -141,9 +138,9 @@ MANIFEST = Manifest(
                              reason="MicroSandbox's workspace options (MICROSANDBOX_WORKSPACE_STAT_VIRTUALIZATION, "
                                     "_HOST_PERMISSIONS); a Docker bind shows the host's own metadata, with no "
                                     "policy to choose"),
-                     simulator=False, simulator_reason="virtiofs stat virtualization and host permission modes "
-                     "(stat-virt=, host-perms=): the stand-in records them, its Docker bind shows the host's own "
-                     "metadata"),
+                     simulator=False, simulator_reason="virtiofs host-perms=private (a guest chmod shows in the "
+                     "guest while the host file keeps its mode): the stand-in's bindfs view shows the mount's owner "
+                     "but keeps no guest-only mode, so a guest chmod reaches the host file"),
             ),
         ),
         Suite(
