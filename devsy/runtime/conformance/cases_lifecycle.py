@@ -19,7 +19,7 @@ _CANCEL_ATTEMPTS = 10
 
 def describe(session: Session, *, opt_in: bool) -> ProviderDescription:
     reply = session.stub.Info(pb.InfoRequest(supports_recreate_on_run=opt_in), timeout=UNARY_TIMEOUT_S)
-    return validate_info(reply, "provider", opted_in_on_run=opt_in)
+    return validate_info(reply, session.provider_name, opted_in_on_run=opt_in)
 
 
 def case_info(session: Session) -> str:

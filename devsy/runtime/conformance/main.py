@@ -130,6 +130,7 @@ def run_suite(target: Target, only: list[str], out=sys.stdout) -> list[Outcome]:
     checks = "protocol and devsy policy" if target.devsy_policy else "protocol"
     print(f"commands: {target.commands.name}; checks: {checks}", file=out, flush=True)
     try:
+        session.check_info()
         for case in CASES:
             if only and not any(case.name == o or case.name.startswith(o + "/") for o in only):
                 continue

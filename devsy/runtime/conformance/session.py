@@ -3,6 +3,7 @@ helpers that record every frame and a cleanup registry that removes what the run
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseBlocked, CaseNotOffered, StreamRecord, check
 from devsy.runtime.wire.constants import HEALTH_SERVICE, MAX_FRAME
+from devsy.runtime.host.client import RuntimeClient
 from devsy.runtime.host.launcher import ProviderCommand
 from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
 from devsy.runtime.wire.status import DetailError, from_error
@@ -62,6 +64,16 @@ class Session:
     def launch(self) -> None:
         self.plugin = PluginClient.launch(self.target.command,
                                           LaunchOptions(handshake_timeout=self.target.handshake_timeout))
+
+    def check_info(self) -> None:
+        """Info as a host reads it after every launch: a provider whose Info a host refuses (incompatible, malformed,
+        or gone) fails the whole run once, with the host's own typed error, instead of every case."""
+        assert self.plugin is not None, "provider not launched"
+        RuntimeClient(self.plugin.stub, self.plugin.name, self.target.command.redactor()).info(opt_in_on_run=True)
+
+    @property
+    def provider_name(self) -> str:
+        return self.plugin.name if self.plugin is not None else os.path.basename(self.target.command.binary)
 
     @property
     def commands(self) -> c.CommandTable:
