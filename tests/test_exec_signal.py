@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from helpers.projects import make_project
 from devsy.driver.base import ExecRequest, RunOptions
+from devsy.runtime.fake.modes import ENV_MODE, Mode
 from devsy.runtime.host.testing import RunningProvider, docker_command, running
 from devsy.runtime.v1 import runtime_pb2 as pb
 
@@ -66,3 +68,19 @@ def test_devsy_exec_of_a_signalled_command_exits_143(devsy, running_workspace: s
     result = devsy.run("exec", running_workspace, "--", *SIGNALLED)
     assert result.returncode == 143, result.stderr
     assert b"Terminated" not in result.stderr and b"devsy-signal" not in result.stderr  # the wrapper's own report never reaches the command's stderr
+
+
+def test_devsy_exec_exits_128_plus_n_for_a_signal_sent_go_style(devsy, ws_id: str, tmp_path, guest_image: str) -> None:
+    """A provider may report a signal with exit_code 0 beside it (the Go SDK fake sends {signal: "TERM"}); devsy
+    exec still exits as a shell would: 128+15. devsy-fake-runtime's `signal-only` scenario reports exactly that."""
+    provider = ["--provider", "external:devsy-fake-runtime",
+                "--provider-option", f"DEVSY_FAKE_STATE_DIR={tmp_path / 'fake-state'}",
+                "--provider-option", f"{ENV_MODE}={Mode.NO_AGENT_TOOLS.value}"]  # `up` completes without the agent
+    devsy.up(make_project(tmp_path / "p", {"image": guest_image}), "--id", ws_id, *provider)
+    try:
+        assert devsy.run("exec", ws_id, "--", "signal-only", "TERM").returncode == 143
+        assert devsy.run("exec", ws_id, "--", "signal-only", "SIGKILL").returncode == 137
+        assert devsy.run("exec", ws_id, "--", "signal", "SIGTERM").returncode == 143  # devsy's own form: 143 + name
+        assert devsy.run("exec", ws_id, "--", "exit", "3").returncode == 3
+    finally:
+        assert devsy.run("delete", ws_id, "--json").returncode == 0

@@ -14,6 +14,7 @@ from devsy.cli.outcome import emit_error, emit_success, workspace_json
 from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.errors import Cancelled, DevsyError, UsageError
+from devsy.exit_status import shell_status
 from devsy.progress import Progress
 from devsy.redaction import RedactingWriter, configured_secrets, redact_error
 from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
@@ -121,7 +122,7 @@ def _exec(args: argparse.Namespace) -> int:
     def run(cancel: CancelToken) -> int:
         request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
                               user=args.user, workdir=args.workdir, env=dict(args.env), cancel=cancel)
-        return operations.exec_command(devsy_home(), args.workspace, request).exit_code
+        return shell_status(operations.exec_command(devsy_home(), args.workspace, request))
 
     return cancellable(run)
 

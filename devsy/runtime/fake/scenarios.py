@@ -3,7 +3,8 @@
 Real POSIX argv (what the conformance suite runs on every runtime) map to the same observable behaviour here:
 `cat`, `true`, `printf '[%s]\\n' ARGS`, `sleep N` (a real child process, so cancellation has a tree to reap), and
 the exact `sh -c` scripts of devsy.runtime.conformance.commands. A few more names help direct tests: `echo ARGS`,
-`stderr TEXT`, `exit N`, `signal NAME`, `printenv NAME`, and `spawn-tree` (leaves a child in the provider's group
+`stderr TEXT`, `exit N`, `signal NAME`, `signal-only NAME` (exit_code 0 beside the name, as a Go provider may
+send), `printenv NAME`, and `spawn-tree` (leaves a child in the provider's group
 and a setsid'd one behind, for the supervisor's tests). Anything else exits 127 like a missing command.
 """
 
@@ -112,6 +113,11 @@ def _signal(request: ExecRequest) -> ExecResult:
     return ExecResult(128 + int(number), signal.Signals(number).name)
 
 
+def _signal_only(request: ExecRequest) -> ExecResult:
+    """Killed by a signal, reported as some Go-built providers do: the name as given (e.g. TERM) and exit_code 0."""
+    return ExecResult(0, request.argv[1] if len(request.argv) > 1 else "TERM")
+
+
 def _printenv(request: ExecRequest) -> ExecResult:
     if len(request.argv) < 2 or request.argv[1] not in request.env:
         return ExecResult(1)
@@ -132,7 +138,8 @@ def _script(stdout: bytes = b"", stderr: bytes = b"", code: int = 0, sig: str = 
 
 BY_NAME: dict[str, Callable[[ExecRequest], ExecResult]] = {
     "cat": _cat, "true": lambda _: ExecResult(0), "printf": _printf, "sleep": _sleep, "echo": _echo,
-    "stderr": _stderr, "exit": _exit, "signal": _signal, "printenv": _printenv, "spawn-tree": _spawn_tree,
+    "stderr": _stderr, "exit": _exit, "signal": _signal, "signal-only": _signal_only, "printenv": _printenv,
+    "spawn-tree": _spawn_tree,
 }
 BY_ARGV: dict[tuple[str, ...], Callable[[ExecRequest], ExecResult]] = {
     tuple(c.SHELL): _script(stdout=c.SHELL_STDOUT),
