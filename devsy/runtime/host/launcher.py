@@ -41,7 +41,11 @@ class ProviderCommand:
         return os.path.basename(self.binary)
 
     def redactor(self) -> Redactor:
-        return Redactor([*self.env.values(), *self.args])
+        return Redactor(self.secrets())
+
+    def secrets(self) -> list[str]:
+        """What may be secret in it: every env value and every argument."""
+        return [*self.env.values(), *self.args]
 
 
 def _clean_env(env: dict[str, str]) -> dict[str, str]:

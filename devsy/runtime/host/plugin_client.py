@@ -23,6 +23,7 @@ from devsy.runtime.wire.errors import CookieRejected, HandshakeTimeout, Provider
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
 from devsy.runtime.wire.handshake import HandshakeLine, parse_line
 from devsy.runtime.host.launcher import ProviderCommand, SupervisedProvider
+from devsy.runtime.host.stdio_forward import StdioForwarder
 from devsy.runtime.v1 import runtime_pb2_grpc
 
 _SUPERVISOR_EXIT_WAIT_S = 5.0
@@ -58,6 +59,7 @@ class PluginClient:
         self.channel = channel
         self.stub = runtime_pb2_grpc.RuntimeDriverStub(channel)
         self._socket_dir = socket_dir
+        self.stdio: StdioForwarder | None = None
 
     @property
     def name(self) -> str:
@@ -85,6 +87,8 @@ class PluginClient:
             channel = grpc.insecure_channel(f"unix:{line.address}")
             client = cls(provider, socket_dir, line, channel)
             client._health_check(options.health_timeout)
+            # At once: a go-plugin provider's stdout/stderr writes block until a host drains this stream.
+            client.stdio = StdioForwarder(channel, command.name, command.secrets())
             return client
         except DevsyError as exc:
             provider.close()
@@ -149,7 +153,9 @@ class PluginClient:
 
     def close(self) -> None:
         """Close the channel and the lease: the supervisor SIGKILLs the provider's process group."""
-        self.channel.close()
+        self.channel.close()  # cancels the stdio stream too
+        if self.stdio is not None:
+            self.stdio.close()
         self.provider.close()
         shutil.rmtree(self._socket_dir, ignore_errors=True)
 

@@ -1,7 +1,8 @@
 """The provider side of the go-plugin handshake: check the cookie, listen on a unix socket, print the one line.
 
 Besides the provider's services the server carries what a go-plugin host expects: gRPC health (`plugin` SERVING),
-`plugin.GRPCController/Shutdown` and `plugin.GRPCStdio` (an empty stream: providers log to stderr directly).
+`plugin.GRPCController/Shutdown` and `plugin.GRPCStdio`, which carries what the provider prints on `sys.stdout`
+after the handshake, as go-plugin does with a Go provider's os.Stdout (stdio_stream.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_CLIENT_CERT, \
     ENV_PROTOCOL_VERSIONS, ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
+from devsy.runtime.sdk.stdio_stream import StdioServicer, StdioStream, stdout_writer
 from devsy.runtime.wire.handshake import unix_line
 
 # Unix socket paths are limited to 108 bytes (sun_path) on Linux, including the terminating NUL.
@@ -73,17 +75,6 @@ class _Controller(grpc_controller_pb2_grpc.GRPCControllerServicer):
         return grpc_controller_pb2.Empty()
 
 
-class _Stdio(grpc_stdio_pb2_grpc.GRPCStdioServicer):
-    def __init__(self, stop: threading.Event) -> None:
-        self._stop = stop
-
-    def StreamStdio(self, request, context):  # noqa: N802 - gRPC method name
-        # Nothing is mirrored: the stream stays open (so a go-plugin host does not log it as broken) until shutdown.
-        while not self._stop.wait(1.0) and context.is_active():
-            pass
-        return iter(())
-
-
 def _socket_path() -> tuple[Path, Path]:
     base = os.environ.get(ENV_SOCKET_DIR) or None
     directory = Path(tempfile.mkdtemp(prefix="plugin", dir=base))
@@ -113,28 +104,31 @@ def serve_plugin(register: Callable[[grpc.Server], None], *, max_workers: int = 
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(stop), server)
-    grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(_Stdio(stop), server)
+    stdio = StdioStream()
+    grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(StdioServicer(stdio), server)
     register(server)
     try:
         server.add_insecure_port(f"unix:{path}")
         server.start()
         if before_line is not None:
             before_line()
-        _print_line_and_reserve_stdout(unix_line(str(path)).format())
+        _print_line_and_reserve_stdout(unix_line(str(path)).format(), stdio)
         if after_line is not None:
             after_line()
         stop.wait()
     finally:
+        stdio.close()  # ends the host's stream (EOF) and releases a writer blocked on it
         health_servicer.enter_graceful_shutdown()
         server.stop(_STOP_GRACE_S).wait(_STOP_GRACE_S + 1)
         shutil.rmtree(directory, ignore_errors=True)
     return 0
 
 
-def _print_line_and_reserve_stdout(line: str) -> None:
-    """Write the handshake line on fd 1, then point fd 1 and sys.stdout at stderr so nothing else lands there."""
+def _print_line_and_reserve_stdout(line: str, stdio: StdioStream) -> None:
+    """Write the handshake line on fd 1, then point fd 1 at stderr (nothing else may land on the handshake pipe) and
+    sys.stdout at the stdio stream, as go-plugin does with os.Stdout."""
     data = (line + "\n").encode()
     while data:
         data = data[os.write(1, data):]
     os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    sys.stdout = stdout_writer(stdio)
