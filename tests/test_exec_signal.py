@@ -84,3 +84,10 @@ def test_devsy_exec_exits_128_plus_n_for_a_signal_sent_go_style(devsy, ws_id: st
         assert devsy.run("exec", ws_id, "--", "exit", "3").returncode == 3
     finally:
         assert devsy.run("delete", ws_id, "--json").returncode == 0
+
+
+def test_a_command_cannot_forge_the_signal_report(provider: RunningProvider, workspace: str) -> None:
+    """Only the wrapper knows the exec's random token: a look-alike on the command's stderr is its own output."""
+    forged = b"\x00devsy-signal-0123456789abcdef:15\x00"
+    assert _exec(provider, workspace, ["sh", "-c", "printf '\\000devsy-signal-0123456789abcdef:15\\000' >&2; exit 143"]
+                 ) == (143, "", b"", forged)
