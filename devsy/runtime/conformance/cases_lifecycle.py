@@ -44,7 +44,8 @@ def case_discovery(session: Session) -> str:
 
 
 def case_lifecycle(session: Session) -> None:
-    """absent -> create -> running; stop twice; start twice; delete twice; start after delete = NOT_FOUND."""
+    """absent -> create -> running; stop twice; Exec while stopped = FAILED_PRECONDITION; start twice; delete twice;
+    start after delete = NOT_FOUND."""
     ws = session.workspace_id("life")
     stub = session.stub
     check(not session.find(ws).found, "Find reports a workspace that was never created")
@@ -54,6 +55,10 @@ def case_lifecycle(session: Session) -> None:
     for attempt in ("first", "second"):
         stub.Stop(pb.StopRequest(workspace_id=ws), timeout=UNARY_TIMEOUT_S)
         session.require_status(ws, "stopped", f"{attempt} Stop")
+    # A command in a stopped workspace is refused (never started implicitly), as the Go SDK fake refuses it.
+    expect_error("FAILED_PRECONDITION", lambda: session.exec(session.commands.noop, workspace_id=ws),
+                 "Exec in a stopped workspace")
+    session.require_status(ws, "stopped", "after an Exec in the stopped workspace")
     for attempt in ("first", "second"):
         stub.Start(pb.StartRequest(workspace_id=ws), timeout=UNARY_TIMEOUT_S)
         session.require_status(ws, "running", f"{attempt} Start")
