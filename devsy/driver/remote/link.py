@@ -30,6 +30,7 @@ from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import HEALTH_SERVICE
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
 from devsy.runtime.host.stderr_tail import StderrTail
+from devsy.runtime.host.stdio_forward import StdioForwarder
 from devsy.runtime.wire.handshake import parse_line
 from devsy.runtime.v1 import runtime_pb2_grpc
 
@@ -64,6 +65,7 @@ class RemoteRuntimeLink:
         self.name, self._proc, self._tail, self._relay, self.channel = name, proc, tail, relay, channel
         self.stub = runtime_pb2_grpc.RuntimeDriverStub(channel)
         self._closed = False
+        self.stdio: StdioForwarder | None = None
 
     @classmethod
     def open(cls, transport: ExecTransport, agent_path: str, request: ServeRequest, name: str,
@@ -94,6 +96,8 @@ class RemoteRuntimeLink:
             channel = grpc.insecure_channel(f"unix:{relay.path}")
             link = cls(name, proc, tail, relay, channel)
             link._health_check()
+            # As for a local provider (plugin_client.py): its stdio writes block until a host drains them.
+            link.stdio = StdioForwarder(channel, name, list(request.env.values()))
             return link
         except BaseException as exc:
             if channel is not None:
@@ -131,6 +135,8 @@ class RemoteRuntimeLink:
             return
         self._closed = True
         self.channel.close()
+        if self.stdio is not None:
+            self.stdio.close()
         _end(self._proc)
         self._relay.close()
 
