@@ -26,6 +26,7 @@ from helpers.cli import DevsyCli
 from helpers.projects import make_project
 
 CHATTY = Path(__file__).parent / "helpers" / "chatty_provider.py"
+NO_STDIO = Path(__file__).parent / "helpers" / "no_stdio_provider.py"
 TEN_MIB = 10 * 1024 * 1024
 SECRET = "stdio-secret-93b1f7"
 EXEC_TIMEOUT_S = 180
@@ -54,11 +55,15 @@ def provider_log() -> Iterator[_Records]:
     logger.setLevel(level)
 
 
-def _chatty(tmp_path: Path) -> Path:
-    binary = tmp_path / "chatty-provider"
-    binary.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(CHATTY))} \"$@\"\n")
+def _executable(tmp_path: Path, script: Path, name: str) -> Path:
+    binary = tmp_path / name
+    binary.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} \"$@\"\n")
     binary.chmod(0o755)
     return binary
+
+
+def _chatty(tmp_path: Path) -> Path:
+    return _executable(tmp_path, CHATTY, "chatty-provider")
 
 
 def _stdio_threads() -> list[threading.Thread]:
@@ -127,3 +132,13 @@ def test_the_go_fake_runtimes_stdio_stream_is_drained_and_ends_with_it(tmp_path:
     assert [r.getMessage() for r in provider_log.records] == [], provider_log.records
     # What the Go fake itself writes there: nothing (its errors go to the host as gRPC statuses).
     assert stdio.received_bytes == 0
+
+
+def test_a_provider_without_the_stdio_stream_is_fine_and_quiet(tmp_path: Path, provider_log: _Records) -> None:
+    with running(ProviderCommand(binary=str(_executable(tmp_path, NO_STDIO, "no-stdio-provider")))) as p:
+        stdio = p.plugin.stdio
+        assert stdio is not None
+        assert stdio.done.wait(30), "the host still waits on a stream the provider does not serve"
+    assert not _stdio_threads()
+    assert [r.levelname for r in provider_log.records] == ["DEBUG"], provider_log.records
+    assert "does not serve go-plugin's stdio stream" in provider_log.records[0].getMessage()
