@@ -67,7 +67,8 @@ def test_exec_on_a_stopped_workspace_is_failed_precondition(provider: RunningPro
 def test_devsy_exec_of_a_signalled_command_exits_143(devsy, running_workspace: str) -> None:
     result = devsy.run("exec", running_workspace, "--", *SIGNALLED)
     assert result.returncode == 143, result.stderr
-    assert b"Terminated" not in result.stderr and b"devsy-signal" not in result.stderr  # the wrapper's own report never reaches the command's stderr
+    # The wrapper's own report ("Terminated") and its trailer never reach the command's stderr.
+    assert b"Terminated" not in result.stderr and b"devsy-signal" not in result.stderr
 
 
 def test_devsy_exec_exits_128_plus_n_for_a_signal_sent_go_style(devsy, ws_id: str, tmp_path, guest_image: str) -> None:

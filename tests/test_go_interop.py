@@ -42,7 +42,8 @@ def _go_suite(provider: str, args: list[str], profile: str, *, supervised: bool,
 
 def _require_all_pass(cases: dict[str, str], output: str) -> None:
     failed = {name: status for name, status in cases.items() if status != "PASS"}
-    assert sorted(cases) == sorted(GO_CASES) and not failed, f"not passed: {failed or 'missing cases'}\n{output[-4000:]}"
+    assert sorted(cases) == sorted(GO_CASES) and not failed, \
+        f"not passed: {failed or 'missing cases'}\n{output[-4000:]}"
 
 
 def _remove_workspaces(docker_client, output: str) -> None:

@@ -27,7 +27,8 @@ TOKEN_PREFIX = "devsy-exec-"
 _WRAPPER = ('shift\nt="$1"; shift\nexec 4>&1 3>&2 2>/dev/null\n'
             'r=$(exec 2>&1 1>&4; /bin/sh -c \'exec 2>&3 3>&- 4>&-; exec "$@"\' sh "$@"; echo " $?" >&2)\n'
             'c=${r##* }\n'
-            'case $r in " $c") ;; *) [ "$c" -gt 128 ] && printf \'\\000devsy-signal-%s:%s\\000\' "$t" "$((c - 128))" >&3 ;; esac\n'
+            'case $r in " $c") ;; *) [ "$c" -gt 128 ] &&\n'
+            '  printf \'\\000devsy-signal-%s:%s\\000\' "$t" "$((c - 128))" >&3 ;; esac\n'
             'exit "$c"')
 
 _KILL_TREE = r"""
