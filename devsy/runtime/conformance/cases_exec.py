@@ -153,11 +153,18 @@ def case_malformed_frames(session: Session) -> str:
     for what, frames in cases.items():
         _malformed(session, what, frames)
     # PROTOCOL.md's sixth case; the Go SDK suite does not send it (a provider may stop reading at close_stdin and
-    # end the call OK): devsy policy, held to devsy's own providers.
-    try:
-        _malformed(session, "stdin after close_stdin", [start, close, pb.ExecClientMessage(stdin=b"x")])
-    except CaseFailed as exc:
-        policy(False, str(exc))
+    # end the call OK): devsy policy, held to devsy's own providers. It is sent to a command that runs until
+    # cancelled: an echo ends at close_stdin, and its exit would race the late frame (the call could end OK first).
+    ready = session.commands.ready
+    if ready is None:
+        policy(False, f"stdin after close_stdin: the {session.commands.name!r} command table has no command that "
+                      "outlives its input")
+    else:
+        late = [start_frame(ws, ready), close, pb.ExecClientMessage(stdin=b"x")]
+        try:
+            _malformed(session, "stdin after close_stdin", late)
+        except CaseFailed as exc:
+            policy(False, str(exc))
     session.require_status(ws, "running", "after the malformed streams")
     session.exec(session.commands.noop).require("an Exec after the malformed streams")
     return f"{len(cases) + 1} malformed streams rejected"
