@@ -18,11 +18,13 @@ from devsy.driver.base import (
     RunOptions,
 )
 from devsy.driver.docker.options import DockerOptions
+from devsy.errors import ConfigError
 from devsy.driver.gpu import GpuPlan, plan_gpu
 
 # The engine's runtimes that give containers GPUs (what the devcontainers CLI looks for in `docker info`).
 GPU_RUNTIMES = ("nvidia",)
 ENGINE = "this Docker engine"
+ENGINE_MEMORY_MAX = 2**63 - 1  # HostConfig.Memory is an int64 in the engine's API
 
 
 def container_name(workspace_id: str) -> str:
@@ -79,9 +81,18 @@ def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOption
     if req.cpus:
         kwargs["nano_cpus"] = req.cpus * 1_000_000_000
     if req.memory_bytes:
-        kwargs["mem_limit"] = req.memory_bytes
+        kwargs["mem_limit"] = _engine_memory(req.memory_bytes)
     kwargs.update(_security_kwargs(options, gpu))
     return kwargs
+
+
+def _engine_memory(value: int) -> int:
+    """The engine keeps a memory limit as a signed 64-bit count; the protocol carries sizes up to 2^64-1 (uint64)."""
+    if value > ENGINE_MEMORY_MAX:
+        raise ConfigError(f'"hostRequirements.memory" ({value} bytes) is more than {ENGINE} can set as a limit '
+                          f"(at most {ENGINE_MEMORY_MAX} bytes)",
+                          hint="lower hostRequirements.memory in devcontainer.json")
+    return value
 
 
 def _security_kwargs(options: RunOptions, gpu: GpuPlan) -> dict[str, Any]:
