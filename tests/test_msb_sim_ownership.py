@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from devsy.bounded_wait import poll_until
 from devsy.driver.microsandbox.naming import sandbox_name
+from devsy.process_tree import start_time, stop_pid
 from fixtures.msb_sim.docker import container_name, container_state, sweep
 from fixtures.msb_sim.state import home_key
 from helpers.cli import DevsyCli
@@ -185,3 +187,43 @@ def test_rm_of_a_sandbox_whose_view_is_already_gone_and_sweep_of_a_leaked_one(si
     (view,) = _fuse_mounts_under(sim_home)
     assert f"view {view}" in sweep(home_key(sim_home))
     assert _fuse_mounts_under(sim_home) == [] and container_state("sb") is None
+
+
+def _bindfs_serving(view: str) -> int:
+    """The pid of the bindfs daemon serving `view` (started by this test's stand-in), found in /proc."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"bindfs") and argv[-1].decode(errors="replace") == view:
+            return int(entry.name)
+    raise AssertionError(f"no bindfs serves {view}")
+
+
+def test_start_replaces_a_view_whose_bindfs_died(sim_home: Path, busybox_rootfs: Path, tmp_path: Path) -> None:
+    """A workload that ended by itself leaves its view mounted; if bindfs then dies the mount is dead (ENOTCONN), and
+    the next start must mount a fresh view rather than bind the dead one."""
+    folder = tmp_path / "w"
+    folder.mkdir()
+    workload = "test -e /w/stay || exit 0; trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+    ran = _sim("run", "--detach", "--name", "sb", "--pull", "never", "--mount-dir",
+               f"{folder}:/w:rw,uid=1000,gid=1000", str(busybox_rootfs), "--", "/bin/sh", "-c", workload)
+    assert ran.returncode == 0, ran.stderr
+    poll_until(lambda: container_state("sb"), lambda state: state is not None and not state["Running"],
+               timeout=DEADLINE_S, interval=0.2, what="the workload without /w/stay exiting")
+    (view,) = _fuse_mounts_under(sim_home)
+    pid = _bindfs_serving(view)
+    assert stop_pid(pid, start_time(pid), group=False, grace=0).ended
+    with pytest.raises(OSError, match="Transport endpoint is not connected"):
+        os.stat(view)
+    (folder / "stay").write_text("here\n")
+
+    started = _sim("start", "sb")
+    assert started.returncode == 0, started.stderr
+    assert container_state("sb")["Running"]
+    done = subprocess.run(["docker", "exec", container_name("sb"), "/bin/busybox", "stat", "-c", "%u:%g", "/w/stay"],
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+    assert (done.returncode, done.stdout) == (0, "1000:1000\n"), done.stderr
+    assert _sim("rm", "--force", "sb").returncode == 0
+    assert _fuse_mounts_under(sim_home) == []
