@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from devsy.devcontainer.jsonc import json_type_name, load_jsonc
-from devsy.devcontainer.lifecycle_commands import LifecycleCommand, parse_lifecycle_command
+from devsy.devcontainer.lifecycle_commands import (
+    DEFAULT_WAIT_FOR,
+    LifecycleCommand,
+    parse_lifecycle_command,
+    parse_wait_for,
+)
 from devsy.devcontainer.mounts import parse_mount
 from devsy.devcontainer.variables import SubstitutionContext, substitute
 from devsy.driver.base import GpuRequirement, HostRequirements, Mount
@@ -62,9 +67,13 @@ class DevContainerConfig:
     init: bool | None = None
     # What devsy read but cannot act on (said once each by `devsy up`, never dropped silently).
     warnings: list[str] = field(default_factory=list)
+    initialize_command: LifecycleCommand | None = None  # on the host, before anything is created
     on_create_command: LifecycleCommand | None = None
+    update_content_command: LifecycleCommand | None = None
     post_create_command: LifecycleCommand | None = None
     post_start_command: LifecycleCommand | None = None
+    post_attach_command: LifecycleCommand | None = None
+    wait_for: str = DEFAULT_WAIT_FOR
 
 
 def find_config(folder: Path) -> Path | None:
@@ -158,10 +167,19 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         privileged=_opt_tristate(raw, "privileged", path),
         init=_opt_tristate(raw, "init", path),
         warnings=warnings,
-        on_create_command=parse_lifecycle_command("onCreateCommand", raw.get("onCreateCommand"), where=str(path)),
-        post_create_command=parse_lifecycle_command("postCreateCommand", raw.get("postCreateCommand"), where=str(path)),
-        post_start_command=parse_lifecycle_command("postStartCommand", raw.get("postStartCommand"), where=str(path)),
+        **_lifecycle_fields(raw, path),
     )
+
+
+def _lifecycle_fields(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The lifecycle hooks and waitFor, keyed by DevContainerConfig field."""
+    hooks = {"initialize_command": "initializeCommand", "on_create_command": "onCreateCommand",
+             "update_content_command": "updateContentCommand", "post_create_command": "postCreateCommand",
+             "post_start_command": "postStartCommand", "post_attach_command": "postAttachCommand"}
+    fields: dict[str, Any] = {field_name: parse_lifecycle_command(key, raw.get(key), where=str(path))
+                              for field_name, key in hooks.items()}
+    fields["wait_for"] = parse_wait_for(raw.get("waitFor"), where=str(path))
+    return fields
 
 
 def _build_section(raw: dict[str, Any], path: Path) -> BuildConfig | None:

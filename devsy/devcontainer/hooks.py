@@ -1,57 +1,26 @@
-"""Running devcontainer lifecycle commands (onCreateCommand, postCreateCommand, postStartCommand) in the guest.
+"""Running the devcontainer lifecycle commands that run in the guest, in the spec's order, and `waitFor`.
 
-Their output is devsy's own output (progress), not a session: containerEnv and remoteEnv values are masked in it, live
-and in the tail quoted by a failure (README.md, "Secrets").
+onCreate, updateContent and postCreate run once per instance, postStart on each start, postAttach at the end of each
+`devsy up` (an attach, as `devcontainer up` is for the reference CLI; like its `exec`, `devsy exec`/`devsy ssh`
+sessions do not run it, so a session's command is never delayed by it). initializeCommand runs on the host:
+devsy/devcontainer/initialize_command.py.
+
+waitFor: devsy has no background continuation yet, so `up` still runs every hook before it returns; passing the
+waitFor hook is said in progress, never ignored silently (README.md, "Lifecycle hooks").
 """
 
 from __future__ import annotations
 
-import io
-from collections import deque
 from collections.abc import Callable, Collection
-from typing import BinaryIO, cast
 
 from devsy.devcontainer.config import DevContainerConfig
-from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.devcontainer.hook_run import run_hook
+from devsy.devcontainer.lifecycle_commands import LIFECYCLE_HOOKS, LifecycleCommand
 from devsy.driver.base import Driver, ExecRequest
-from devsy.errors import CommandFailed
 from devsy.progress import Progress
-from devsy.redaction import Redactor, configured_secrets, register_secrets
+from devsy.redaction import register_secrets
 
-_TAIL_BYTES = 2048
-
-
-class _Tee(io.RawIOBase):
-    """Shows a command's output as progress while keeping its last bytes for the error message.
-
-    The tail is kept already masked: cutting raw output to its last bytes could cut a secret in two and leave its
-    end, which no later filter would recognise."""
-
-    def __init__(self, progress: Progress) -> None:
-        self._progress = progress
-        self._redactor = Redactor(configured_secrets())
-        self._tail: deque[bytes] = deque()
-        self._size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        self._progress.raw(bytes(data))
-        self._keep(self._redactor.feed(bytes(data)))
-        return len(data)
-
-    def _keep(self, data: bytes) -> None:
-        if not data:
-            return
-        self._tail.append(data)
-        self._size += len(data)
-        while self._size - len(self._tail[0]) >= _TAIL_BYTES:
-            self._size -= len(self._tail.popleft())
-
-    def tail(self) -> str:
-        self._keep(self._redactor.finish())
-        return b"".join(self._tail)[-_TAIL_BYTES:].decode("utf-8", "replace")
+CREATE_HOOKS = ("onCreateCommand", "updateContentCommand", "postCreateCommand")
 
 
 def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleCommand | None, *, user: str,
@@ -59,38 +28,55 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
     if command is None:
         return
     register_secrets(env.values())
-    for label, argv in command.argvs():
-        tee = _Tee(progress)
-        with progress.step(f"running {label}"):
-            stream = cast(BinaryIO, tee)  # a RawIOBase has the write/flush the driver uses
-            result = driver.exec(workspace_id, ExecRequest(argv=argv, stdout=stream, stderr=stream, user=user,
-                                                           workdir=workdir, env=env))
-        if result.exit_code != 0:
-            raise CommandFailed(
-                f"{label} failed with exit code {result.exit_code} in workspace {workspace_id}; "
-                f"its output ended with:\n{tee.tail()}",
-                hint=f"fix {command.name} in devcontainer.json, then run `devsy up {workspace_id}` again",
-            )
+
+    def in_guest(argv: list[str], stream) -> int:  # noqa: ANN001 - a BinaryIO
+        return driver.exec(workspace_id, ExecRequest(argv=argv, stdout=stream, stderr=stream, user=user,
+                                                     workdir=workdir, env=env)).exit_code
+
+    run_hook(command, in_guest, progress, where=f"in workspace {workspace_id}",
+             hint=f"fix {command.name} in devcontainer.json, then run `devsy up {workspace_id}` again")
 
 
-CREATE_HOOKS = ("onCreateCommand", "postCreateCommand")
+def create_hooks_complete(done: Collection[str]) -> bool:
+    """The create hooks run in order, so the last one done means all are (a record of an older devsy, written before
+    updateContentCommand existed, lists only onCreate and postCreate)."""
+    return CREATE_HOOKS[-1] in done
 
 
-def run_create_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
-                     progress: Progress, done: Collection[str] = (),
-                     on_done: Callable[[str], None] = lambda _name: None) -> None:
-    """The once-per-instance commands (those not in `done`; `on_done(name)` after each succeeds, so a caller can
-    record it before the next starts), then the per-start one."""
-    for name, command in zip(CREATE_HOOKS, (config.on_create_command, config.post_create_command)):
-        if name in done:
-            continue
+def _done(name: str, done: Collection[str]) -> bool:
+    return any(later in done for later in CREATE_HOOKS[CREATE_HOOKS.index(name):])
+
+
+def _guest_hooks(config: DevContainerConfig) -> dict[str, LifecycleCommand | None]:
+    return {"onCreateCommand": config.on_create_command, "updateContentCommand": config.update_content_command,
+            "postCreateCommand": config.post_create_command, "postStartCommand": config.post_start_command,
+            "postAttachCommand": config.post_attach_command}
+
+
+def run_up_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str, progress: Progress,
+                 create: bool, start: bool, done: Collection[str] = (),
+                 on_done: Callable[[str], None] = lambda _name: None) -> None:
+    """The guest hooks of one `devsy up`, in spec order: the create hooks not in `done` (when `create`; `on_done(name)`
+    after each succeeds, so a caller can record it before the next starts), postStart (when `start`), postAttach."""
+    hooks = _guest_hooks(config)
+    names = [name for name in CREATE_HOOKS if create and not _done(name, done)]
+    names += ["postStartCommand"] * start + ["postAttachCommand"]
+    wait_for = LIFECYCLE_HOOKS.index(config.wait_for)
+    announced = False
+    for name in names:
+        command = hooks[name]
+        if not announced and command is not None and LIFECYCLE_HOOKS.index(name) > wait_for:
+            announced = True
+            progress.info(f"waitFor {config.wait_for} reached: devsy does not return early yet, so `devsy up` runs "
+                          f"{name} and the later hooks before it returns")
         run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
                               env=config.remote_env, progress=progress)
-        on_done(name)
-    run_start_hooks(driver, workspace_id, config, user=user, progress=progress)
+        if name in CREATE_HOOKS:
+            on_done(name)
 
 
 def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                     progress: Progress) -> None:
+    """`devsy start`: postStartCommand only (a start is not an attach)."""
     run_lifecycle_command(driver, workspace_id, config.post_start_command, user=user,
                           workdir=config.workspace_folder, env=config.remote_env, progress=progress)

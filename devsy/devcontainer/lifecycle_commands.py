@@ -1,7 +1,8 @@
-"""Lifecycle commands (onCreateCommand, postCreateCommand, postStartCommand) normalised to argv lists.
+"""Lifecycle commands (initializeCommand .. postAttachCommand) normalised to argv lists, and `waitFor`.
 
 The spec allows three forms: a string (run by a shell), an array (an argv, no shell), or an object of named strings or
-arrays. devsy runs the named entries one after another in key order, so output and failures stay attributable.
+arrays. The object's entries run in parallel, as the spec says; each entry's output lines carry its name and a
+failure names the entry, so they stay attributable (devsy/devcontainer/hooks.py).
 """
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ from devsy.errors import ConfigError
 
 SHELL = ("/bin/sh", "-c")
 
+# The spec's order. initializeCommand runs on the host before anything is created; the others in the container.
+LIFECYCLE_HOOKS = ("initializeCommand", "onCreateCommand", "updateContentCommand", "postCreateCommand",
+                   "postStartCommand", "postAttachCommand")
+DEFAULT_WAIT_FOR = "updateContentCommand"
+
 
 @dataclass(frozen=True)
 class LifecycleCommand:
-    """One lifecycle hook: `commands` holds (label, argv) pairs, run in order; labels name them in output and errors."""
+    """One lifecycle hook: `commands` holds (label, argv) pairs; labels name them in output and errors. `parallel`:
+    the object form, whose entries run at the same time."""
 
     name: str
     commands: tuple[tuple[str, list[str]], ...]
+    parallel: bool = False
 
     def argvs(self) -> list[tuple[str, list[str]]]:
         """(label, argv) pairs ready to exec; fresh lists, so callers cannot alter the parsed config."""
@@ -40,7 +48,19 @@ def parse_lifecycle_command(name: str, raw: Any, *, where: str = "devcontainer.j
     else:
         argv = _argv(raw, name, where, allow_null=False)
         commands = [(name, argv)] if argv else []
-    return LifecycleCommand(name, tuple(commands)) if commands else None
+    return LifecycleCommand(name, tuple(commands), parallel=isinstance(raw, dict)) if commands else None
+
+
+def parse_wait_for(raw: Any, *, where: str = "devcontainer.json") -> str:
+    """The hook `devsy up` waits for (spec default updateContentCommand); a value outside the spec's enum is refused."""
+    if raw is None:
+        return DEFAULT_WAIT_FOR
+    if not isinstance(raw, str) or raw not in LIFECYCLE_HOOKS:
+        raise ConfigError(
+            f'{where}: "waitFor" must be one of {", ".join(LIFECYCLE_HOOKS)}',
+            hint=f'Name a lifecycle hook, e.g. "waitFor": "{DEFAULT_WAIT_FOR}" (the default).',
+        )
+    return raw
 
 
 def _argv(value: Any, key: str, where: str, *, allow_null: bool) -> list[str]:

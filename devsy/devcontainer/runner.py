@@ -11,8 +11,9 @@ from pathlib import Path
 
 from devsy.devcontainer.backend_settings import backend_warnings
 from devsy.devcontainer.config import DevContainerConfig
-from devsy.devcontainer.hooks import CREATE_HOOKS, run_create_hooks, run_start_hooks
+from devsy.devcontainer.hooks import create_hooks_complete, run_up_hooks
 from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
+from devsy.devcontainer.initialize_command import run_initialize_command
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
 from devsy.driver.base import (
@@ -102,6 +103,8 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             check_block_writable(Path(record.ssh_config), record.id)
             attempt = _Attempt(on_disk, made_content=_materialize(source, paths, ledger, progress))
             config = load_workspace_config(source, paths, workspace_id)
+            # Before any driver or instance exists: its failure leaves only what the ledger removes.
+            run_initialize_command(config.initialize_command, host_folder(source, paths), workspace_id, progress)
             driver = make_driver(provider, options)
             if existing is not None and request.recreate:
                 stop_master(request.home, existing.id, existing.uid)  # it serves the instance being replaced
@@ -182,15 +185,15 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         label = found.labels.get(LABEL_CREATE_ATTEMPT, "")
         # No label: an instance of an older devsy, or a provider that reports none, whose hooks count as done.
         unfinished = bool(label) and not _create_hooks_done(record, label)
-        if not found.running:
+        started = not found.running
+        if started:
             with progress.step(f"starting workspace {record.id}"):
                 driver.start(record.id)
-            if not unfinished:
-                run_start_hooks(driver, record.id, config, user=user, progress=progress)
             found = driver.find(record.id) or found
-        if unfinished:
-            # The `up` that created this instance ended (killed, or its hook failed) before its create hooks did.
-            _run_create_hooks(driver, record, label, config, user, paths, attempt, progress)
+        # unfinished: the `up` that created this instance ended (killed, or its hook failed) before its create hooks
+        # did; they run now, then postStart, as on a fresh instance. Every up ends with postAttach.
+        _run_up_hooks(driver, record, label, config, user, paths, attempt, progress, create=unfinished,
+                      start=started or unfinished)
         record.remote_user = user
         return found, True
     # Before the image is prepared: a GPU the backend cannot give refuses the up while nothing exists yet.
@@ -217,19 +220,24 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     attempt.replaced_instance = found is not None
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
     _require_user(driver, record.id, user, image.ref)
-    _run_create_hooks(driver, record, create_attempt, config, user, paths, attempt, progress)
+    _run_up_hooks(driver, record, create_attempt, config, user, paths, attempt, progress, create=True, start=True)
     record.remote_user = user
     return instance, False
 
 
 def _create_hooks_done(record: WorkspaceRecord, create_attempt: str) -> bool:
-    return record.create_hooks_attempt == create_attempt and set(CREATE_HOOKS) <= set(record.create_hooks_done)
+    return record.create_hooks_attempt == create_attempt and create_hooks_complete(record.create_hooks_done)
 
 
-def _run_create_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, config: DevContainerConfig,
-                      user: str, paths: WorkspacePaths, attempt: _Attempt, progress: Progress) -> None:
-    """The create hooks the instance (of `create_attempt`) has not completed; each one's completion is on disk
-    before the next starts, so a killed `up` leaves the next one exactly the hooks still to run."""
+def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, config: DevContainerConfig,
+                  user: str, paths: WorkspacePaths, attempt: _Attempt, progress: Progress, *, create: bool,
+                  start: bool) -> None:
+    """This up's guest hooks: (with `create`) the create hooks the instance of `create_attempt` has not completed,
+    each one's completion on disk before the next starts, so a killed `up` leaves the next one exactly the hooks
+    still to run; then postStart (with `start`) and postAttach."""
+    if not create:
+        run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start)
+        return
     if record.create_hooks_attempt != create_attempt:
         record.create_hooks_attempt, record.create_hooks_done = create_attempt, []
 
@@ -240,8 +248,8 @@ def _run_create_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: s
                                               create_hooks_done=list(record.create_hooks_done))
         save_record(paths, attempt.on_disk)
 
-    run_create_hooks(driver, record.id, config, user=user, progress=progress, done=tuple(record.create_hooks_done),
-                     on_done=completed)
+    run_up_hooks(driver, record.id, config, user=user, progress=progress, create=True, start=start,
+                 done=tuple(record.create_hooks_done), on_done=completed)
 
 
 _USER_NOT_CHECKABLE = (126, 127)  # no `id` in the image (distroless): the first exec will tell

@@ -1,0 +1,114 @@
+"""Every devcontainer lifecycle hook through the real CLI on the real engine, observed where it ran: markers in the
+container (docker exec, not devsy) and, for initializeCommand, on the host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers.cli import HOST_NET
+from helpers.engine import containers_of
+from helpers.projects import make_project
+
+ORDER = "/var/tmp/hook-order"
+
+
+def _in_container(docker_client, ws_id: str, *argv: str) -> str:
+    (container,) = containers_of(docker_client, ws_id)
+    code, out = container.exec_run(list(argv))
+    assert code == 0, out
+    return out.decode()
+
+
+def _append(name: str) -> str:
+    return f"echo {name} >> {ORDER}"
+
+
+def test_every_hook_runs_in_spec_order_and_a_second_up_reruns_only_start_and_attach(devsy, ws_id, guest_image,
+                                                                                   tmp_path, docker_client):
+    project = make_project(tmp_path / "p", {
+        "image": guest_image,
+        "initializeCommand": ["sh", "-c", "pwd >> init-marker"],  # array form, on the host, in the project folder
+        "onCreateCommand": _append("onCreate"),
+        "updateContentCommand": ["sh", "-c", _append("updateContent")],
+        "postCreateCommand": {"only": _append("postCreate")},
+        "postStartCommand": _append("postStart"),
+        "postAttachCommand": {"x": ["sh", "-c", _append("postAttach")]},
+    })
+    first = devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert _in_container(docker_client, ws_id, "cat", ORDER).split() == [
+        "onCreate", "updateContent", "postCreate", "postStart", "postAttach"]
+    # waitFor (default updateContentCommand) is said, not silently ignored: `up` does not return early yet.
+    assert "waitFor updateContentCommand reached" in first.stderr.decode()
+
+    assert devsy.run("stop", ws_id).returncode == 0
+    devsy.up(project, "--id", ws_id)
+    assert _in_container(docker_client, ws_id, "cat", ORDER).split() == [
+        "onCreate", "updateContent", "postCreate", "postStart", "postAttach", "postStart", "postAttach"]
+    assert (project / "init-marker").read_text().split() == [str(project.resolve())] * 2
+
+
+def test_object_form_runs_its_entries_in_parallel(devsy, ws_id, guest_image, tmp_path, docker_client):
+    # "a" (first in key order) waits, bounded, for the file "b" creates: run one after another, "a" times out.
+    wait_for_b = ("i=0; while [ ! -e /var/tmp/b-ran ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+                  "[ -e /var/tmp/b-ran ] && echo a-saw-b && echo a >> /var/tmp/par")
+    project = make_project(tmp_path / "p", {
+        "image": guest_image,
+        "postCreateCommand": {"a": wait_for_b, "b": "touch /var/tmp/b-ran && echo b >> /var/tmp/par"},
+    })
+    result = devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert _in_container(docker_client, ws_id, "cat", "/var/tmp/par").split() == ["b", "a"]
+    assert "[postCreateCommand:a] a-saw-b" in result.stderr.decode()  # each entry's output names it
+
+
+def test_a_failing_entry_is_named_with_its_output(devsy, ws_id, guest_image, tmp_path, docker_client):
+    project = make_project(tmp_path / "p", {
+        "image": guest_image,
+        "postAttachCommand": {"good": "true", "bad": "echo bad-entry-output; exit 4"},
+    })
+    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    assert result.returncode != 0
+    message = result.json["error"]["message"]
+    assert "postAttachCommand:bad failed with exit code 4" in message and "bad-entry-output" in message
+    assert "postAttachCommand:good" not in message
+    assert containers_of(docker_client, ws_id) == []
+
+
+def test_failing_update_content_command_is_named_and_redacted(devsy, ws_id, guest_image, tmp_path, docker_client):
+    secret = "uc-secret-7f3a9b"
+    project = make_project(tmp_path / "p", {
+        "image": guest_image,
+        "containerEnv": {"TOKEN": secret},
+        "updateContentCommand": "echo token=$TOKEN; exit 2",
+    })
+    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    assert result.returncode != 0
+    assert "updateContentCommand failed with exit code 2" in result.json["error"]["message"]
+    assert "token=***" in result.json["error"]["message"]
+    assert secret not in result.text
+    assert containers_of(docker_client, ws_id) == []
+
+
+def test_failing_initialize_command_stops_up_before_anything_exists(devsy, ws_id, guest_image, tmp_path,
+                                                                   docker_client):
+    project = make_project(tmp_path / "p", {
+        "image": guest_image,
+        "initializeCommand": "echo init-broke; exit 5",
+        "onCreateCommand": "true",
+    })
+    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    assert result.returncode != 0
+    message = result.json["error"]["message"]
+    assert "initializeCommand failed with exit code 5 on the host" in message and "init-broke" in message
+    assert containers_of(docker_client, ws_id) == []
+    assert not (devsy.home / "workspaces" / ws_id).exists()
+    listed = devsy.run("list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["workspaces"] == []
+
+
+def test_wait_for_outside_the_spec_is_refused(devsy, ws_id, guest_image, tmp_path: Path, docker_client):
+    project = make_project(tmp_path / "p", {"image": guest_image, "waitFor": "postCreate"})
+    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    assert result.returncode != 0
+    assert '"waitFor" must be one of' in result.json["error"]["message"]
+    assert containers_of(docker_client, ws_id) == []
