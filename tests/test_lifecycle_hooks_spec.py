@@ -112,3 +112,21 @@ def test_wait_for_outside_the_spec_is_refused(devsy, ws_id, guest_image, tmp_pat
     assert result.returncode != 0
     assert '"waitFor" must be one of' in result.json["error"]["message"]
     assert containers_of(docker_client, ws_id) == []
+
+
+def test_an_up_killed_during_update_content_resumes_there(devsy, ws_id, guest_image, tmp_path):
+    from test_faults_up import _BLOCK_UNTIL_RELEASED, _kill_up_when_signalled
+
+    project = make_project(tmp_path / "p", {
+        "image": guest_image,
+        "onCreateCommand": "echo run >> on-create.log",
+        "updateContentCommand": f"echo run >> update-content.log; {_BLOCK_UNTIL_RELEASED}",
+        "postCreateCommand": "echo run >> post-create.log",
+    })
+    _kill_up_when_signalled(devsy, ws_id, project)
+    (project / "release").touch()
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    # The workspace folder is the project's bind mount: the hooks' logs are seen on the host.
+    assert (project / "on-create.log").read_text() == "run\n"  # completed before the kill: not again
+    assert (project / "update-content.log").read_text() == "run\nrun\n"  # unfinished: run again
+    assert (project / "post-create.log").read_text() == "run\n"
