@@ -80,6 +80,38 @@ def test_external_declared_args_reach_the_provider_exactly_and_stay_secret(devsy
         assert SECRET not in result.text
 
 
+def _record(devsy: DevsyCli, ws_id: str) -> Path:
+    return devsy.home / "workspaces" / ws_id / "workspace.json"
+
+
+def test_a_workspace_recorded_before_args_keeps_its_serve_launch(devsy: DevsyCli, ws_id: str, tmp_path: Path,
+                                                                  guest_image: str) -> None:
+    """The previous devsy launched `external:PATH` as `PATH serve` and recorded no ARGS: a provider written to that
+    contract must still serve the workspaces it made (stop, delete)."""
+    provider = f"external:{_argv_provider(tmp_path)}"
+    devsy.up(make_project(tmp_path / "p", {"image": guest_image}), "--id", ws_id, "--provider", provider,
+             *_options(tmp_path, Mode.NO_AGENT_TOOLS, "serve"))
+    record = json.loads(_record(devsy, ws_id).read_text())
+    del record["provider_options"]["ARGS"]  # the record exactly as the previous devsy wrote it
+    _record(devsy, ws_id).write_text(json.dumps(record))
+    (tmp_path / "argv.jsonl").unlink()
+    for command in ("stop", "delete"):
+        result = devsy.run(command, ws_id, "--json")
+        assert result.returncode == 0, result.text
+    assert [launch["argv"] for launch in _launches(tmp_path / "argv.jsonl")] == [["serve"], ["serve"]]
+
+
+def test_a_new_workspace_without_args_is_recorded_without_arguments(devsy: DevsyCli, ws_id: str, tmp_path: Path,
+                                                                    guest_image: str) -> None:
+    """A record made now says ARGS even when empty, so it is never read as one from before ARGS existed."""
+    options = _options(tmp_path, Mode.NO_AGENT_TOOLS, "")[2:]  # all but ARGS
+    devsy.up(make_project(tmp_path / "p", {"image": guest_image}), "--id", ws_id, "--provider",
+             f"external:{_argv_provider(tmp_path)}", *options)
+    assert json.loads(_record(devsy, ws_id).read_text())["provider_options"]["ARGS"] == ""
+    assert devsy.run("delete", ws_id, "--json").returncode == 0
+    assert {tuple(launch["argv"]) for launch in _launches(tmp_path / "argv.jsonl")} == {()}
+
+
 def test_a_secret_argument_is_masked_in_the_launch_error(devsy: DevsyCli, ws_id: str, tmp_path: Path,
                                                          guest_image: str) -> None:
     provider = f"external:{_argv_provider(tmp_path)}"

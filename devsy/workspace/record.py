@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from devsy.driver.provider_table import ARGS_OPTION, SERVE_ARG, row_for
 from devsy.errors import CorruptRecord, UsageError, WorkspaceError
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.paths import WorkspacePaths, workspace_paths
@@ -25,6 +26,24 @@ RECORD_VERSION = 1
 _SOURCE_KINDS = ("local", "git", "image")
 _STRING_FIELDS = ("id", "uid", "source_kind", "source_value", "provider", "created_at", "ssh_config")
 _OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path", "create_hooks_attempt")
+
+
+def _takes_args_option(provider: str) -> bool:
+    """Whether `provider`'s row takes its arguments from the ARGS option (external:EXECUTABLE)."""
+    try:
+        return row_for(provider).pattern
+    except UsageError:
+        return False
+
+
+def _launch_args_as_recorded(provider: str, options: dict[str, str]) -> dict[str, str]:
+    """The options of a record as read: a record written before devsy launched `external:EXECUTABLE` with exactly
+    its ARGS option has none, and that devsy launched `EXECUTABLE serve` (PROTOCOL.md's former contract); such a
+    workspace keeps that launch, so a provider that needs `serve` still serves it. Records written now always
+    carry ARGS (to_dict), even empty."""
+    if ARGS_OPTION in options or not _takes_args_option(provider):
+        return options
+    return {**options, ARGS_OPTION: SERVE_ARG}
 
 
 def utc_now_rfc3339() -> str:
@@ -74,7 +93,10 @@ class WorkspaceRecord:
         return Source(self.source_kind, self.source_value)  # type: ignore[arg-type]  # checked in from_dict
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": RECORD_VERSION, **dataclasses.asdict(self)}
+        data = dataclasses.asdict(self)
+        if _takes_args_option(self.provider):  # an absent ARGS means a record from before ARGS existed (from_dict)
+            data["provider_options"].setdefault(ARGS_OPTION, "")
+        return {"version": RECORD_VERSION, **data}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -112,7 +134,7 @@ class WorkspaceRecord:
             source_kind=data["source_kind"],
             source_value=data["source_value"],
             provider=data["provider"],
-            provider_options=dict(options),
+            provider_options=_launch_args_as_recorded(data["provider"], dict(options)),
             created_at=data["created_at"],
             ssh_config=data["ssh_config"],
             remote_user=data.get("remote_user", ""),
@@ -153,7 +175,8 @@ def salvage_record(paths: WorkspacePaths) -> SalvagedRecord:
     options = data.get("provider_options")
     if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
         options = {}
-    return SalvagedRecord(text("provider"), dict(options), text("uid"), text("ssh_config"))
+    return SalvagedRecord(text("provider"), _launch_args_as_recorded(text("provider"), dict(options)), text("uid"),
+                          text("ssh_config"))
 
 
 def load_record(paths: WorkspacePaths) -> WorkspaceRecord | None:
