@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -19,7 +18,13 @@ from devsy.devcontainer.lifecycle_commands import (
     parse_wait_for,
 )
 from devsy.devcontainer.mounts import parse_mount
-from devsy.devcontainer.variables import SubstitutionContext, substitute
+from devsy.devcontainer.variables import (
+    SubstitutionContext,
+    container_substitute,
+    devcontainer_id_for_labels,
+    substitute,
+    uses_container_env,
+)
 from devsy.driver.base import GpuRequirement, HostRequirements, Mount
 from devsy.errors import ConfigError
 
@@ -56,6 +61,7 @@ class DevContainerConfig:
     container_user: str | None = None
     container_env: dict[str, str] = field(default_factory=dict)
     remote_env: dict[str, str] = field(default_factory=dict)
+    remote_env_unset: list[str] = field(default_factory=list)  # remoteEnv names set to null: unset in sessions
     mounts: list[Mount] = field(default_factory=list)
     workspace_mount: Mount | None = None  # None: the runner's default bind of the workspace folder
     override_command: bool = True
@@ -74,6 +80,8 @@ class DevContainerConfig:
     post_start_command: LifecycleCommand | None = None
     post_attach_command: LifecycleCommand | None = None
     wait_for: str = DEFAULT_WAIT_FOR
+    # The substituted devcontainer.json when it still holds ${containerEnv:...} (see resolve_container_env).
+    substituted: dict[str, Any] | None = field(default=None, repr=False)
 
 
 def find_config(folder: Path) -> Path | None:
@@ -94,6 +102,18 @@ def image_only_config(image: str, workspace_basename: str) -> DevContainerConfig
     return DevContainerConfig(path=None, image=image, workspace_folder=default_workspace_folder(workspace_basename))
 
 
+def resolve_container_env(config: DevContainerConfig, container_env: Mapping[str, str]) -> DevContainerConfig:
+    """`config` with ${containerEnv:...} resolved from the running instance's environment in what applies once it
+    exists (the reference's containerSubstitute): remoteEnv and the lifecycle commands run in the guest."""
+    if config.substituted is None or config.path is None:
+        return config
+    values = container_substitute(config.substituted, container_env, where=str(config.path))
+    resolved = _build_config(values, config.path, config.workspace_folder)
+    after = ["remote_env", "remote_env_unset", *(f.name for f in dataclasses.fields(config)
+                                                  if f.name.endswith("_command") and f.name != "initialize_command")]
+    return dataclasses.replace(config, substituted=None, **{name: getattr(resolved, name) for name in after})
+
+
 def load_config(
     local_folder: Path,
     *,
@@ -104,7 +124,8 @@ def load_config(
     """Find, parse, substitute and validate the devcontainer.json of `local_folder` (or `config_path`).
 
     `env` backs ${localEnv:...} (default: this process's environment); `devcontainer_id` backs ${devcontainerId}
-    (default: a hash of the folder and config path, stable across rebuilds).
+    (default: the reference CLI's id of the labels devcontainer.local_folder and devcontainer.config_file, stable
+    across rebuilds). ${containerEnv:...} stays as written until `resolve_container_env`.
     """
     local_folder = local_folder.resolve()
     path = config_path.resolve() if config_path is not None else find_config(local_folder)
@@ -122,6 +143,7 @@ def load_config(
         local_workspace_folder=str(local_folder),
         env=os.environ if env is None else env,
         devcontainer_id=devcontainer_id or _default_devcontainer_id(local_folder, path),
+        where=str(path),
     )
     # containerWorkspaceFolder is defined by workspaceFolder, so that one key is resolved with local variables first.
     workspace_folder = substitute(_opt_str(raw, "workspaceFolder", path), ctx) or default_workspace_folder(
@@ -148,6 +170,10 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         )
     workspace_mount = raw.get("workspaceMount")
     warnings: list[str] = []
+    if raw.get("userEnvProbe") not in (None, "none"):
+        # Not implemented: sessions get the container's environment plus remoteEnv, no probed login shell's.
+        warnings.append(f'userEnvProbe "{raw["userEnvProbe"]}" is not applied: sessions and hooks get the '
+                        "container's environment and remoteEnv, not the environment a login shell would set up")
     return DevContainerConfig(
         path=path,
         workspace_folder=workspace_folder,
@@ -157,7 +183,9 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         remote_user=_opt_str(raw, "remoteUser", path),
         container_user=_opt_str(raw, "containerUser", path),
         container_env=_str_map(raw, "containerEnv", path),
-        remote_env=_str_map(raw, "remoteEnv", path),
+        remote_env={k: v for k, v in _env_map(raw, "remoteEnv", path).items() if v is not None},
+        remote_env_unset=[k for k, v in _env_map(raw, "remoteEnv", path).items() if v is None],
+        substituted=raw if uses_container_env(raw) else None,
         mounts=[parse_mount(item, f"{path}: mounts[{i}]") for i, item in enumerate(_opt_list(raw, "mounts", path))],
         workspace_mount=parse_mount(workspace_mount, f"{path}: workspaceMount") if workspace_mount else None,
         override_command=_opt_bool(raw, "overrideCommand", path, default=True),
@@ -291,9 +319,9 @@ def _size(section: dict[str, Any], key: str, path: Path, prefix: str = "hostRequ
 
 
 def _default_devcontainer_id(local_folder: Path, config_path: Path) -> str:
-    # Same shape as the devcontainers CLI's id (52 base32 characters of a sha256), stable for one folder + config.
-    digest = hashlib.sha256(f"{local_folder}\0{config_path}".encode()).digest()
-    return base64.b32encode(digest).decode().rstrip("=").lower()
+    # The reference CLI's default id labels; a workspace passes its own (workspace_config.py).
+    return devcontainer_id_for_labels({"devcontainer.local_folder": str(local_folder),
+                                       "devcontainer.config_file": str(config_path)})
 
 
 def _type_error(path: Path, key: str, expected: str, value: object) -> ConfigError:
@@ -356,6 +384,14 @@ def _str_map(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> dic
     section = _opt_dict(raw, key, path, prefix)
     for name, value in section.items():
         if not isinstance(value, str):
-            # remoteEnv allows null ("unset") in the spec; devsy has no unset yet, so it is refused, not dropped.
             raise _type_error(path, f"{prefix}{key}.{name}", "a string", value)
+    return dict(section)
+
+
+def _env_map(raw: dict[str, Any], key: str, path: Path) -> dict[str, str | None]:
+    """remoteEnv: strings, or null for "unset this variable" (the spec's meaning of null)."""
+    section = _opt_dict(raw, key, path)
+    for name, value in section.items():
+        if value is not None and not isinstance(value, str):
+            raise _type_error(path, f"{key}.{name}", "a string or null", value)
     return dict(section)
