@@ -39,11 +39,15 @@ def load(workspace: Path, content: dict[str, Any] | str, env: dict[str, str] | N
 # --- locating the file ---------------------------------------------------------------------------------------------
 
 
-def test_find_config_prefers_the_devcontainer_folder(workspace: Path) -> None:
+def test_find_config_finds_either_well_known_place_and_refuses_to_guess_between_them(workspace: Path) -> None:
     assert find_config(workspace) is None
     root = write_config(workspace, {"image": "root"}, nested=False)
     assert find_config(workspace) == root
     nested = write_config(workspace, {"image": "nested"})
+    # Both: devsy lists them rather than take the first silently (tests/test_config_choice.py).
+    with pytest.raises(ConfigError, match="2 devcontainer configurations"):
+        find_config(workspace)
+    root.unlink()
     assert find_config(workspace) == nested
     assert load_config(workspace, env={}).image == "nested"
 

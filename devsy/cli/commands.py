@@ -37,7 +37,7 @@ def _up(args: argparse.Namespace) -> int:
     request = UpRequest(
         source=args.source, cwd=Path.cwd(), home=home, ssh_config=args.ssh_config or ssh_config_path(),
         workspace_id=args.workspace_id, provider=args.provider, provider_options=dict(args.provider_option),
-        recreate=args.recreate,
+        recreate=args.recreate, config=args.config,
     )
     progress = Progress()
     try:

@@ -57,6 +57,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     help="provider option, repeatable; docker: NETWORK_MODE=default|host|none|bridge, STOP_TIMEOUT=S; "
                          "external:EXECUTABLE: ARGS='ARG ...' its arguments, exactly (shell-style quoting; default "
                          "none), any other KEY=VALUE its environment")
+    up.add_argument("--config", default="", metavar="FILE",
+                    help="the devcontainer.json to use, relative to SOURCE or absolute (needed when SOURCE has "
+                         "several, e.g. .devcontainer/<name>/devcontainer.json); later commands reuse it")
     up.add_argument("--recreate", action="store_true",
                     help="replace the instance (instance-local data is lost; workspace content is kept)")
     up.add_argument("--ssh-config", type=Path,

@@ -4,6 +4,8 @@ One check for every provider, read from its provider-table row: a required GPU t
 ConfigError; an optional one it has none of, each setting it ignores (MicroSandbox: capAdd, securityOpt,
 privileged, init), and what the config itself could not act on are warnings, one each. A provider the host knows
 nothing about (external:EXECUTABLE) decides about GPUs itself when it runs the instance.
+runArgs options the Runtime Protocol has no field for (--add-host, --device, --shm-size) are a ConfigError for every
+provider but the built-in Docker driver, rather than dropped on the way to the provider.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Mapping
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.driver.gpu import plan_gpu
 from devsy.driver.provider_table import row_for
+from devsy.errors import ConfigError
 
 # devcontainer.json key -> whether the config asks for something with it (unset or false asks for the default).
 _ASKS: dict[str, Callable[[DevContainerConfig], bool]] = {
@@ -21,11 +24,18 @@ _ASKS: dict[str, Callable[[DevContainerConfig], bool]] = {
     "privileged": lambda config: config.privileged is True,
     "init": lambda config: config.init is True,
 }
+# (kind, backend) of the rows whose driver applies runArgs that no protocol field carries: the built-in Docker driver.
+_APPLIES_DOCKER_ONLY_RUN_ARGS = {("builtin", "docker")}
 
 
 def backend_warnings(provider: str, options: Mapping[str, str], config: DevContainerConfig) -> list[str]:
     """The warnings `devsy up` gives for `config` on `provider`; ConfigError if the backend cannot run it at all."""
     row = row_for(provider)
+    if config.docker_only_run_args and (row.kind, row.backend) not in _APPLIES_DOCKER_ONLY_RUN_ARGS:
+        raise ConfigError(f"runArgs {', '.join(config.docker_only_run_args)} cannot be applied by provider "
+                          f"{provider}: the Runtime Protocol has no field for them (only the built-in docker "
+                          "provider applies them)",
+                          hint="remove them from runArgs, or use --provider docker")
     warnings = list(config.warnings)
     if row.gpu is not None:
         source = row.gpu

@@ -18,6 +18,7 @@ from devsy.devcontainer.lifecycle_commands import (
     parse_wait_for,
 )
 from devsy.devcontainer.mounts import parse_mount
+from devsy.devcontainer.run_args import RunArgs, parse_run_args
 from devsy.devcontainer.variables import (
     SubstitutionContext,
     container_substitute,
@@ -29,6 +30,26 @@ from devsy.driver.base import GpuRequirement, HostRequirements, Mount
 from devsy.errors import ConfigError
 
 CONFIG_LOCATIONS = (Path(".devcontainer") / "devcontainer.json", Path(".devcontainer.json"))
+# The spec's top-level properties (devcontainers/spec schemas/devContainer.base.schema.json) that devsy reads.
+_READ = frozenset({
+    "$schema", "name", "image", "build", "dockerFile", "context", "workspaceFolder", "workspaceMount", "mounts",
+    "containerEnv", "remoteEnv", "containerUser", "remoteUser", "overrideCommand", "hostRequirements", "runArgs",
+    "capAdd", "securityOpt", "privileged", "init", "initializeCommand", "onCreateCommand", "updateContentCommand",
+    "postCreateCommand", "postStartCommand", "postAttachCommand", "waitFor", "userEnvProbe", "updateRemoteUserUID",
+    "customizations", "features", "dockerComposeFile",
+})
+# The spec's other top-level properties: devsy knows them and does not act on them (one warning each).
+_NOT_APPLIED = {
+    "forwardPorts": "devsy forwards no ports (the workspace is reached over `ssh <id>.devsy`)",
+    "portsAttributes": "devsy forwards no ports",
+    "otherPortsAttributes": "devsy forwards no ports",
+    "appPort": "devsy publishes no ports",
+    "shutdownAction": "devsy stops a workspace only on `devsy stop`",
+    "secrets": "devsy does not prompt for recommended secrets; pass values with containerEnv and ${localEnv:...}",
+    "overrideFeatureInstallOrder": "Dev Container Features are not supported",
+    "service": "it belongs to Docker Compose configurations, which are not supported",
+    "runServices": "it belongs to Docker Compose configurations, which are not supported",
+}
 # Keys that change what a devcontainer is; ignoring them would silently build the wrong environment.
 _UNSUPPORTED = {
     "dockerComposeFile": "Docker Compose configurations are not supported yet; use \"image\" or \"build\" instead.",
@@ -71,6 +92,13 @@ class DevContainerConfig:
     security_opt: list[str] = field(default_factory=list)
     privileged: bool | None = None
     init: bool | None = None
+    # From runArgs: the run options the devcontainer.json properties have no field for.
+    labels: dict[str, str] = field(default_factory=dict)
+    extra_hosts: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    shm_size_bytes: int | None = None
+    # runArgs options the Runtime Protocol cannot carry (only the built-in Docker driver applies them).
+    docker_only_run_args: list[str] = field(default_factory=list)
     # What devsy read but cannot act on (said once each by `devsy up`, never dropped silently).
     warnings: list[str] = field(default_factory=list)
     initialize_command: LifecycleCommand | None = None  # on the host, before anything is created
@@ -84,13 +112,36 @@ class DevContainerConfig:
     substituted: dict[str, Any] | None = field(default=None, repr=False)
 
 
+def config_candidates(folder: Path) -> list[Path]:
+    """Every devcontainer.json of `folder`: the two well-known places, then `.devcontainer/<name>/devcontainer.json`."""
+    found = [folder / relative for relative in CONFIG_LOCATIONS if (folder / relative).is_file()]
+    return found + sorted(p for p in (folder / ".devcontainer").glob("*/devcontainer.json") if p.is_file())
+
+
 def find_config(folder: Path) -> Path | None:
-    """The devcontainer.json of `folder` in spec order (.devcontainer/devcontainer.json first), or None."""
-    for relative in CONFIG_LOCATIONS:
-        candidate = folder / relative
-        if candidate.is_file():
-            return candidate
+    """The one devcontainer.json of `folder` at a well-known place, or None; ConfigError if there are several.
+
+    The reference CLI looks only at .devcontainer/devcontainer.json, then .devcontainer.json, and never at
+    .devcontainer/<name>/devcontainer.json without --config; devsy does the same, but refuses to guess when a folder
+    has more than one config (the reference would silently take the first)."""
+    candidates = config_candidates(folder)
+    if len(candidates) > 1:
+        listed = ", ".join(str(p.relative_to(folder)) for p in candidates)
+        raise ConfigError(f"{folder} has {len(candidates)} devcontainer configurations: {listed}",
+                          hint=f"choose one with --config, e.g. `devsy up {folder} --config "
+                               f"{candidates[-1].relative_to(folder)}`")
+    if candidates and candidates[0].relative_to(folder) in CONFIG_LOCATIONS:
+        return candidates[0]
     return None
+
+
+def chosen_config(folder: Path, choice: str) -> Path:
+    """`--config FILE`: a path relative to the workspace folder, or absolute; it must be a file."""
+    path = (folder / choice).resolve()
+    if not path.is_file():
+        raise ConfigError(f"the devcontainer config {path} (--config {choice}) is not a file",
+                          hint=f"give --config a devcontainer.json path, absolute or relative to {folder}")
+    return path
 
 
 def default_workspace_folder(workspace_basename: str) -> str:
@@ -130,10 +181,20 @@ def load_config(
     local_folder = local_folder.resolve()
     path = config_path.resolve() if config_path is not None else find_config(local_folder)
     if path is None:
+        named = config_candidates(local_folder)
+        if named:  # .devcontainer/<name>/devcontainer.json only: the reference CLI needs --config for it too
+            raise ConfigError(
+                f"no .devcontainer/devcontainer.json or .devcontainer.json in {local_folder}; it has "
+                f"{', '.join(str(p.relative_to(local_folder)) for p in named)}",
+                hint=f"choose it with --config, e.g. `devsy up {local_folder} --config "
+                     f"{named[0].relative_to(local_folder)}`")
         raise ConfigError(
             f"no devcontainer.json in {local_folder}",
             hint="Create .devcontainer/devcontainer.json (or .devcontainer.json), or start from an image instead.",
         )
+    if not path.is_file():
+        raise ConfigError(f"the devcontainer config {path} is not a file",
+                          hint="give --config an existing devcontainer.json, absolute or relative to the folder")
     raw = load_jsonc(path)
     for key, hint in _UNSUPPORTED.items():
         # An empty "features": {} asks for nothing; templates ship it, so it is not worth refusing.
@@ -155,7 +216,37 @@ def load_config(
             hint='Start it with "/", e.g. "/workspaces/${localWorkspaceFolderBasename}".',
         )
     values = substitute(raw, ctx.with_container_workspace_folder(workspace_folder))
-    return _build_config(values, path, workspace_folder)
+    config = _build_config(values, path, workspace_folder)
+    _apply_run_args(config, parse_run_args(_str_list(values, "runArgs", path), path, ctx.env))
+    config.warnings.extend(_property_warnings(raw))
+    return config
+
+
+def _apply_run_args(config: DevContainerConfig, run: RunArgs) -> None:
+    """runArgs on top of the properties, as the reference CLI puts them after its own `docker run` options."""
+    config.container_env.update(run.env)
+    config.labels.update(run.labels)
+    config.cap_add.extend(run.cap_add)
+    config.security_opt.extend(run.security_opt)
+    config.privileged = run.privileged if run.privileged is not None else config.privileged
+    config.init = run.init if run.init is not None else config.init
+    config.extra_hosts, config.devices, config.shm_size_bytes = run.extra_hosts, run.devices, run.shm_size_bytes
+    config.docker_only_run_args = run.docker_only()
+
+
+def _property_warnings(raw: dict[str, Any]) -> list[str]:
+    """One warning per top-level property devsy does not act on: a spec property it has no use for, or one the
+    spec does not define (a typo, or another tool's extension)."""
+    warnings = []
+    for key in raw:
+        if key in _READ:
+            continue
+        if key in _NOT_APPLIED:
+            warnings.append(f'"{key}" in devcontainer.json has no effect: {_NOT_APPLIED[key]}')
+        else:
+            warnings.append(f'"{key}" in devcontainer.json is not a devcontainer.json property devsy knows; '
+                            "it is ignored (check its spelling)")
+    return warnings
 
 
 def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> DevContainerConfig:

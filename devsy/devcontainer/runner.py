@@ -61,6 +61,7 @@ class UpRequest:
     provider: str | None = None
     provider_options: dict[str, str] = field(default_factory=dict)
     recreate: bool = False
+    config: str = ""  # --config FILE (relative to the source folder, or absolute); empty: the recorded or found one
 
 
 @dataclass
@@ -102,7 +103,8 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             check_writable(paths.root, "the workspace record")
             check_block_writable(Path(record.ssh_config), record.id)
             attempt = _Attempt(on_disk, made_content=_materialize(source, paths, ledger, progress))
-            config = load_workspace_config(source, paths, workspace_id)
+            config = load_workspace_config(source, paths, workspace_id,
+                                           request.config or (existing.config_path if existing else ""))
             # Before any driver or instance exists: its failure leaves only what the ledger removes.
             run_initialize_command(config.initialize_command, host_folder(source, paths), workspace_id, progress)
             driver = make_driver(provider, options)
@@ -209,8 +211,9 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         remote_user=user, env=dict(config.container_env), workspace_mount=mount.mount, mounts=list(config.mounts),
         host_requirements=config.host_requirements, allow_recreate=found is not None,
         cap_add=list(config.cap_add), security_opt=list(config.security_opt), privileged=config.privileged,
-        init=config.init,
-        labels={LABEL_WORKSPACE_UID: record.uid, **Ownership(user, mount.policy).to_labels(),
+        init=config.init, extra_hosts=list(config.extra_hosts), devices=list(config.devices),
+        shm_size_bytes=config.shm_size_bytes,
+        labels={**config.labels, LABEL_WORKSPACE_UID: record.uid, **Ownership(user, mount.policy).to_labels(),
                 LABEL_CREATE_ATTEMPT: create_attempt},
     )
     if config.override_command:

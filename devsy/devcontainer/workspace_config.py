@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from devsy.devcontainer.config import DevContainerConfig, image_only_config, load_config
+from devsy.devcontainer.config import DevContainerConfig, chosen_config, image_only_config, load_config
 from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.driver.base import Mount, MountType
 from devsy.driver.reuse import MountPolicy
+from devsy.errors import UsageError
 from devsy.workspace.paths import WorkspacePaths
 from devsy.workspace.source import Source
 
@@ -18,12 +19,21 @@ def host_folder(source: Source, paths: WorkspacePaths) -> Path:
     return Path(source.value) if source.kind == "local" else paths.content
 
 
-def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: str) -> DevContainerConfig:
-    """The workspace's config; from here on its secrets are masked in everything this process prints (README)."""
+def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: str,
+                          config_file: str = "") -> DevContainerConfig:
+    """The workspace's config; from here on its secrets are masked in everything this process prints (README).
+
+    `config_file` is the file chosen with `--config` (relative to the workspace folder, or absolute) or the one the
+    workspace's record remembers; empty: the folder's one devcontainer.json (config.find_config)."""
     if source.kind == "image":
+        if config_file:
+            raise UsageError(f"--config {config_file} needs a folder or git source; {source.value} is an image",
+                             hint="drop --config, or give `devsy up` the folder that holds the config")
         config = image_only_config(source.value, workspace_id)
     else:
-        config = load_config(host_folder(source, paths), devcontainer_id=workspace_id)
+        folder = host_folder(source, paths)
+        path = chosen_config(folder, config_file) if config_file else None
+        config = load_config(folder, config_path=path, devcontainer_id=workspace_id)
     register_config_secrets(config)
     return config
 

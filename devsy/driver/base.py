@@ -90,6 +90,11 @@ class RunOptions:
     security_opt: list[str] = field(default_factory=list)
     privileged: bool | None = None
     init: bool | None = None
+    # runArgs --add-host (HOST:IP), --device, --shm-size. The Runtime Protocol has no fields for them: only the
+    # built-in Docker driver applies them, and `devsy up` refuses them for every other provider.
+    extra_hosts: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    shm_size_bytes: int | None = None
 
 
 @dataclass(frozen=True)

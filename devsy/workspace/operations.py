@@ -75,7 +75,7 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
         if found is None or not found.running:
             with progress.step(f"starting workspace {ws.record.id}"):
                 ws.driver.start(ws.record.id)
-            config = load_workspace_config(ws.record.source, ws.paths, ws.record.id)
+            config = load_workspace_config(ws.record.source, ws.paths, ws.record.id, ws.record.config_path)
             run_start_hooks(ws.driver, ws.record.id, config, user=ws.record.remote_user, progress=progress)
         return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
 

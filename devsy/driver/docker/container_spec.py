@@ -83,6 +83,7 @@ def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOption
     if req.memory_bytes:
         kwargs["mem_limit"] = _engine_memory(req.memory_bytes)
     kwargs.update(_security_kwargs(options, gpu))
+    kwargs.update(_host_kwargs(options))
     return kwargs
 
 
@@ -93,6 +94,18 @@ def _engine_memory(value: int) -> int:
                           f"(at most {ENGINE_MEMORY_MAX} bytes)",
                           hint="lower hostRequirements.memory in devcontainer.json")
     return value
+
+
+def _host_kwargs(options: RunOptions) -> dict[str, Any]:
+    """runArgs --add-host, --device and --shm-size, as `docker run` applies them."""
+    kwargs: dict[str, Any] = {}
+    if options.extra_hosts:
+        kwargs["extra_hosts"] = list(options.extra_hosts)
+    if options.devices:
+        kwargs["devices"] = list(options.devices)
+    if options.shm_size_bytes is not None:
+        kwargs["shm_size"] = options.shm_size_bytes
+    return kwargs
 
 
 def _security_kwargs(options: RunOptions, gpu: GpuPlan) -> dict[str, Any]:
