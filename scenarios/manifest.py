@@ -171,7 +171,7 @@ MANIFEST = Manifest(
             cases=(
                 Case("effective", "MicroSandbox: provider options over hostRequirements over 1 CPU / 2048 MiB, seen "
                      "as processors and MemTotal and in msb inspect; Docker (no CPU or memory option): "
-                     "hostRequirements become the container's cgroup CPU quota and memory limit, none without",
+                     "met hostRequirements are minimums, not limits: no cgroup CPU quota or memory limit, with or without them",
                      simulator=False, simulator_reason=NO_GUEST_PROC),
                 Case("hotplug", "msb modify within the boot ceilings applies live (guest converges); beyond them it "
                      "is refused; same sandbox, boot id and instance data",

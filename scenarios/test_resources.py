@@ -1,9 +1,9 @@
 """resources: what CPU and memory the guest gets, live resize, boot ceilings and invalid options
 (Go: provider_microsandbox_resources.go).
 
-Docker: devsy's Docker provider has no CPU or memory option; hostRequirements.cpus becomes a CFS quota (NanoCpus)
-and hostRequirements.memory a memory limit (devsy/driver/docker/container_spec.py), read here from the container's
-own cgroup (v1 or v2). MicroSandbox: the provider option wins over hostRequirements, then the 2048 MiB / 1 CPU
+Docker: devsy's Docker provider has no CPU or memory option, and hostRequirements are minimums the engine's machine
+must meet (devsy/driver/host_minimums.py), never limits: a met requirement leaves the container's own cgroup (v1 or
+v2, read here) without a CPU quota or memory limit. MicroSandbox: the provider option wins over hostRequirements, then the 2048 MiB / 1 CPU
 default; the guest's processor count and MemTotal are the proof, with `msb inspect`'s active resources.
 
 The zero-value rule: the Go driver reads MICROSANDBOX_MEMORY=0 / MICROSANDBOX_CPUS=0 as "use hostRequirements",
@@ -58,11 +58,11 @@ class Sizing:
 
 
 SIZINGS = {
-    # Docker applies hostRequirements as cgroup limits, each field on its own; without them, no limit at all.
+    # Docker checks hostRequirements as minimums and sets no cgroup limit from them, with or without them.
     "docker": (
         Sizing("no-requirements", cpus=None, memory_mib=None),
-        Sizing("requirements", cpus=1, memory_mib=512, host_requirements={"cpus": 1, "memory": "512mb"}),
-        Sizing("memory-only", cpus=None, memory_mib=768, host_requirements={"memory": "768mb"}),
+        Sizing("requirements", cpus=None, memory_mib=None, host_requirements={"cpus": 1, "memory": "512mb"}),
+        Sizing("memory-only", cpus=None, memory_mib=None, host_requirements={"memory": "768mb"}),
     ),
     # The Go table's rows; its "zero delegates to hostRequirements" row is hostRequirements alone here (see above).
     "microsandbox": (

@@ -70,11 +70,12 @@ def test_bind_read_only_volume_and_tmpfs_mounts(devsy, ws_id, guest_image, tmp_p
     assert devsy.run("exec", ws_id, "--", "cat", "/vol/f").stdout == b"v\n"
 
 
-def test_host_requirements_limit_the_container(devsy, ws_id, guest_image, tmp_path, docker_client):
+def test_met_host_requirements_do_not_limit_the_container(devsy, ws_id, guest_image, tmp_path, docker_client):
+    # Minimums, not caps (tests/test_host_requirements_minimum.py has the unmet side).
     project = make_project(tmp_path / "p", {"image": guest_image,
                                             "hostRequirements": {"cpus": 1, "memory": "512mb"}})
     devsy.up(project, "--id", ws_id, *HOST_NET)
     [container] = containers_of(docker_client, ws_id)
     host_config = container.attrs["HostConfig"]
-    assert host_config["Memory"] == 512 * 2**20
-    assert host_config["NanoCpus"] == 1_000_000_000
+    assert host_config["Memory"] == 0
+    assert host_config["NanoCpus"] == 0

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devsy.driver.base import ExecRequest, HostRequirements, Mount, MountType, RunOptions
+from devsy.driver.base import ExecRequest, Mount, MountType, RunOptions
 from devsy.driver.docker.options import OPTION_HELP
 from devsy.errors import RecreateRequired
 from devsy.redaction import MASK
@@ -120,9 +120,10 @@ def test_a_replacement_the_engine_rejects_leaves_the_workspace_untouched(provide
                                                                         guest_image: str, docker_client) -> None:
     old = provider.client.find(workspace)
     entrypoint, cmd = KEEP_ALIVE
-    # More CPUs than any host has: the engine refuses the create (a missing bind source is refused before it).
+    # A security option the engine does not know: it refuses the create (a missing bind source is refused before
+    # it, and hostRequirements are minimums the driver checks before anything).
     options = RunOptions(image=guest_image, entrypoint=entrypoint, cmd=cmd, allow_recreate=True,
-                         host_requirements=HostRequirements(cpus=4096))
+                         security_opt=["no-such-option=1"])
     with pytest.raises(Exception, match="creating the container"):
         provider.client.run_image(workspace, options)
     now = provider.client.find(workspace)

@@ -26,6 +26,8 @@ _ASKS: dict[str, Callable[[DevContainerConfig], bool]] = {
 }
 # (kind, backend) of the rows whose driver applies runArgs that no protocol field carries: the built-in Docker driver.
 _APPLIES_DOCKER_ONLY_RUN_ARGS = {("builtin", "docker")}
+# Backends that check hostRequirements.cpus/memory as minimums but cannot see free disk space.
+_STORAGE_UNCHECKED = {"docker": "the Docker engine does not report its free space"}
 
 
 def backend_warnings(provider: str, options: Mapping[str, str], config: DevContainerConfig) -> list[str]:
@@ -37,6 +39,8 @@ def backend_warnings(provider: str, options: Mapping[str, str], config: DevConta
                           "provider applies them)",
                           hint="remove them from runArgs, or use --provider docker")
     warnings = list(config.warnings)
+    if config.host_requirements.storage_bytes and row.backend in _STORAGE_UNCHECKED:
+        warnings.append(f"hostRequirements.storage is not checked: {_STORAGE_UNCHECKED[row.backend]}")
     if row.gpu is not None:
         source = row.gpu
         plan = plan_gpu(config.host_requirements.gpu, lambda: source.available(row.parse_options(options)),

@@ -18,13 +18,11 @@ from devsy.driver.base import (
     RunOptions,
 )
 from devsy.driver.docker.options import DockerOptions
-from devsy.errors import ConfigError
 from devsy.driver.gpu import GpuPlan, plan_gpu
 
 # The engine's runtimes that give containers GPUs (what the devcontainers CLI looks for in `docker info`).
 GPU_RUNTIMES = ("nvidia",)
 ENGINE = "this Docker engine"
-ENGINE_MEMORY_MAX = 2**63 - 1  # HostConfig.Memory is an int64 in the engine's API
 
 
 def container_name(workspace_id: str) -> str:
@@ -77,23 +75,11 @@ def create_kwargs(workspace_id: str, options: RunOptions, provider: DockerOption
         kwargs["command"] = options.cmd
     if provider.network_mode != "default":
         kwargs["network_mode"] = provider.network_mode
-    req = options.host_requirements
-    if req.cpus:
-        kwargs["nano_cpus"] = req.cpus * 1_000_000_000
-    if req.memory_bytes:
-        kwargs["mem_limit"] = _engine_memory(req.memory_bytes)
+    # hostRequirements are minimums the host must offer (checked in DockerDriver.run), never caps: the spec's
+    # "cpus": 4 asks for a machine with 4 CPUs, not a container held to 4.
     kwargs.update(_security_kwargs(options, gpu))
     kwargs.update(_host_kwargs(options))
     return kwargs
-
-
-def _engine_memory(value: int) -> int:
-    """The engine keeps a memory limit as a signed 64-bit count; the protocol carries sizes up to 2^64-1 (uint64)."""
-    if value > ENGINE_MEMORY_MAX:
-        raise ConfigError(f'"hostRequirements.memory" ({value} bytes) is more than {ENGINE} can set as a limit '
-                          f"(at most {ENGINE_MEMORY_MAX} bytes)",
-                          hint="lower hostRequirements.memory in devcontainer.json")
-    return value
 
 
 def _host_kwargs(options: RunOptions) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from devsy.driver.docker.exec_signal import SignalTrailer, signal_name
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.exec_guard import ExecGuard, KillPlan
+from devsy.driver.host_minimums import HostCapacity, require_minimums
 from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
@@ -89,6 +90,7 @@ class DockerDriver:
         if existing is not None and not options.allow_recreate:
             raise AlreadyExists(f"workspace {workspace_id} already has a container",
                                 hint="use `devsy up --recreate` to replace it")
+        self._require_minimums(options)
         self._require_image(options.image)
         kwargs = container_spec.create_kwargs(workspace_id, options, self.options, engine_info=self._engine_info)
         created_volumes: list[Any] = []
@@ -122,6 +124,16 @@ class DockerDriver:
     def _engine_info(self) -> dict[str, Any]:
         with engine_errors("reading the Docker engine's runtimes (for hostRequirements.gpu)"):
             return self.client.info()
+
+    def _require_minimums(self, options: RunOptions) -> None:
+        """hostRequirements cpus/memory against the engine's machine (`docker info` NCPU, MemTotal), before
+        anything (an image pull included) is created. The engine reports no free space: storage is not checked."""
+        req = options.host_requirements
+        if not (req.cpus or req.memory_bytes):
+            return
+        with engine_errors("reading the Docker engine's CPUs and memory (for hostRequirements)"):
+            info = self.client.info()
+        require_minimums(req, HostCapacity(container_spec.ENGINE, info.get("NCPU"), info.get("MemTotal")))
 
     def _require_image(self, image: str) -> None:
         with engine_errors(f"looking up image {image}"):
