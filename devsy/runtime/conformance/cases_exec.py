@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import signal
 import threading
 import time
 from collections.abc import Iterator
 
 import grpc
 
+from devsy.exit_status import signal_number
 from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseFailed, StreamRecord, check, expect_error, expect_status, policy
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session, input_frames, start_frame
@@ -57,6 +59,9 @@ def case_signal_exit(session: Session) -> str:
     check((record.exit_code, record.signal) != (0, ""), "a command killed by a signal was reported as success")
     # The protocol (the Go SDK suite) requires the signal's name; 128+N alone is not enough.
     check(bool(record.signal), f"a command killed by SIGTERM came back as exit {record.exit_code} without a signal")
+    # The command kills itself with SIGTERM: any other name is a wrong report (SIGTERM or TERM, as Go may send it).
+    check(signal_number(record.signal) == signal.SIGTERM,
+          f"a command killed by SIGTERM was reported as killed by {record.signal!r}")
     return f"exit {record.exit_code}, signal {record.signal or '(not reported)'}"
 
 
