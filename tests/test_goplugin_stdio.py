@@ -101,6 +101,24 @@ def test_a_chatty_provider_serves_its_exec_and_the_log_keeps_a_bounded_masked_sh
     assert not any("\x1b" in line or "\r" in line for line in lines), "terminal control bytes reached the log"
 
 
+def test_a_child_process_given_the_providers_stdout_writes_to_the_stream(tmp_path: Path,
+                                                                         provider_log: _Records) -> None:
+    """sys.stdout is a real file descriptor, as go-plugin's os.Stdout is: a child given it writes through the stream."""
+    command = ProviderCommand(binary=str(_chatty(tmp_path)), env={"DEVSY_FAKE_STATE_DIR": str(tmp_path / "state")})
+    with running(command) as p:
+        p.client.run_image("ws", RunOptions(image="img"))
+        out, err = io.BytesIO(), io.BytesIO()
+        result = p.client.exec("ws", ExecRequest(argv=["chatty-child", "echo", "hello"], stdout=out, stderr=err),
+                               timeout=EXEC_TIMEOUT_S)
+        assert (result.exit_code, out.getvalue(), err.getvalue()) == (0, b"hello\n", b"")
+        wait_until(lambda: "provider chatty-provider stdout: chatty child line" in provider_log.messages(),
+                   timeout=60, interval=0.05, what="the child's line to reach the host's log")
+        stdio = p.plugin.stdio
+        assert stdio is not None
+        p.plugin.shutdown()
+    assert stdio.done.wait(10) and not _stdio_threads(), "the stdio drain outlived the provider"
+
+
 def test_devsy_exec_through_a_chatty_provider_completes_with_the_guest_bytes_only(devsy: DevsyCli, ws_id: str,
                                                                                   tmp_path: Path,
                                                                                   guest_image: str) -> None:

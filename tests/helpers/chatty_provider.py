@@ -5,13 +5,15 @@ the stream: a host that does not would never see the exec finish.
 
 Every 64 KiB block holds one line with the value of CHATTY_SECRET (a provider option, so a secret of the host's),
 one line longer than the host's line bound, and a terminal escape. When the last block is out, the total goes to
-$CHATTY_RECORD (if set) so a test can tell the provider wrote it all.
+$CHATTY_RECORD (if set) so a test can tell the provider wrote it all. An argv starting with `chatty-child` instead
+has a child process write one line on the provider's sys.stdout (`subprocess.run(..., stdout=sys.stdout)`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,6 +47,9 @@ class ChattyDriver(FakeDriver):
             sys.stdout.flush()
             if os.environ.get("CHATTY_RECORD"):
                 Path(os.environ["CHATTY_RECORD"]).write_text(str(total // BLOCK * BLOCK))
+            request = dataclasses.replace(request, argv=request.argv[1:])
+        elif request.argv[:1] == ["chatty-child"]:
+            subprocess.run(["echo", "chatty child line"], stdout=sys.stdout, check=True)
             request = dataclasses.replace(request, argv=request.argv[1:])
         return super().exec(workspace_id, request)
 

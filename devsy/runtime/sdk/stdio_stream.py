@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import io
+import os
 import threading
 
 import grpc
@@ -87,21 +88,20 @@ class StdioServicer(grpc_stdio_pb2_grpc.GRPCStdioServicer):
             yield grpc_stdio_pb2.StdioData(channel=item[0], data=item[1])
 
 
-class _Writer(io.RawIOBase):
-    def __init__(self, stream: StdioStream, channel: int) -> None:
-        self._stream = stream
-        self._channel = channel
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:  # type: ignore[override]
-        data = bytes(data)
-        self._stream.write(self._channel, data)
-        return len(data)
+def _carry(read_fd: int, stream: StdioStream, channel: int) -> None:
+    """Move the pipe's bytes into the stream until every writer has closed it (once the stream is closed they are
+    dropped, so a writer blocked on a full pipe is released)."""
+    with open(read_fd, "rb", buffering=0) as pipe:
+        while data := pipe.read(CHUNK_BYTES):
+            stream.write(channel, data)
 
 
 def stdout_writer(stream: StdioStream) -> io.TextIOWrapper:
-    """A `sys.stdout` whose text goes to the stream's STDOUT channel, line-buffered as a terminal's would be."""
-    return io.TextIOWrapper(io.BufferedWriter(_Writer(stream, grpc_stdio_pb2.StdioData.STDOUT), CHUNK_BYTES),
-                            encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    """A `sys.stdout` whose text goes to the stream's STDOUT channel, line-buffered as a terminal's would be. It is a
+    pipe, as go-plugin's os.Stdout is: code that needs a file descriptor (a child given `stdout=sys.stdout`,
+    `fileno()`) works, and its bytes travel the same way, held back by the same bounds."""
+    read_fd, write_fd = os.pipe()
+    threading.Thread(target=_carry, args=(read_fd, stream, grpc_stdio_pb2.StdioData.STDOUT), daemon=True,
+                     name="stdio-stdout").start()
+    return io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_fd, "w"), CHUNK_BYTES), encoding="utf-8",
+                            errors="backslashreplace", line_buffering=True)
