@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 
 from devsy.ssh.mux.protocol import mux_enabled, persist_seconds
-from devsy.workspace.paths import devsy_home
+from devsy.workspace.paths import devsy_home, workspace_paths
 
 
 def run_ssh_command(args: argparse.Namespace) -> int:
-    env = dict(args.env)
+    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env))
     use_master = mux_enabled()
     persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
     if not args.stdio and use_master:
@@ -28,3 +28,18 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     options = SshOptions(workspace=args.workspace, command=args.remote_command, user=args.user, env=env,
                          stdio=args.stdio, tty=args.tty)
     return cancellable(lambda cancel: run_ssh(devsy_home(), options, cancel))
+
+
+def _session_env(workspace: str, explicit: dict[str, str]) -> dict[str, str]:
+    """The session's env requests: the config's remoteEnv (re-read now, devsy stores none of it) under --env."""
+    from devsy.devcontainer.session_env import ssh_env, workspace_session_env
+    from devsy.driver.registry import make_driver
+    from devsy.workspace.ids import validate_workspace_id
+    from devsy.workspace.record import load_record
+
+    paths = workspace_paths(devsy_home(), validate_workspace_id(workspace))
+    record = load_record(paths)
+    if record is None:
+        return explicit  # the session path says the workspace does not exist
+    remote = workspace_session_env(record, paths, lambda: make_driver(record.provider, record.provider_options))
+    return ssh_env(remote, explicit)

@@ -15,6 +15,7 @@ from devsy.devcontainer.hooks import create_hooks_complete, run_up_hooks
 from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
 from devsy.devcontainer.initialize_command import run_initialize_command
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
+from devsy.devcontainer.session_env import in_instance
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
 from devsy.driver.base import (
     LABEL_CREATE_ATTEMPT,
@@ -238,6 +239,7 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
     """This up's guest hooks: (with `create`) the create hooks the instance of `create_attempt` has not completed,
     each one's completion on disk before the next starts, so a killed `up` leaves the next one exactly the hooks
     still to run; then postStart (with `start`) and postAttach."""
+    config = in_instance(driver, record.id, config)  # ${containerEnv:...} and remoteEnv nulls (session_env.py)
     if not create:
         run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start)
         return

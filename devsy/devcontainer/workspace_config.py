@@ -7,7 +7,8 @@ from pathlib import Path
 
 from devsy.devcontainer.config import DevContainerConfig, chosen_config, image_only_config, load_config
 from devsy.devcontainer.config_secrets import register_config_secrets
-from devsy.driver.base import Mount, MountType
+from devsy.devcontainer.variables import devcontainer_id_for_labels
+from devsy.driver.base import LABEL_WORKSPACE, Mount, MountType
 from devsy.driver.reuse import MountPolicy
 from devsy.errors import UsageError
 from devsy.workspace.paths import WorkspacePaths
@@ -33,7 +34,9 @@ def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: s
     else:
         folder = host_folder(source, paths)
         path = chosen_config(folder, config_file) if config_file else None
-        config = load_config(folder, config_path=path, devcontainer_id=workspace_id)
+        # ${devcontainerId}: the reference's hash of the labels that find the instance, so stable across rebuilds.
+        config = load_config(folder, config_path=path,
+                             devcontainer_id=devcontainer_id_for_labels({LABEL_WORKSPACE: workspace_id}))
     register_config_secrets(config)
     return config
 

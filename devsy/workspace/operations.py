@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.devcontainer.hooks import run_start_hooks
+from devsy.devcontainer.session_env import apply_to_exec, in_instance, workspace_session_env
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config
 from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
 from devsy.driver.registry import make_driver
@@ -76,6 +77,7 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
             with progress.step(f"starting workspace {ws.record.id}"):
                 ws.driver.start(ws.record.id)
             config = load_workspace_config(ws.record.source, ws.paths, ws.record.id, ws.record.config_path)
+            config = in_instance(ws.driver, ws.record.id, config)
             run_start_hooks(ws.driver, ws.record.id, config, user=ws.record.remote_user, progress=progress)
         return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
 
@@ -125,6 +127,7 @@ def exec_command(home: Path, raw_id: str, request: ExecRequest) -> ExecResult:
         request.user = ws.record.remote_user
     if not request.workdir:
         request.workdir = ws.record.workspace_folder
+    apply_to_exec(request, workspace_session_env(ws.record, ws.paths, lambda: ws.driver))  # remoteEnv, re-read now
     return ws.driver.exec(ws.record.id, request)
 
 

@@ -16,6 +16,8 @@ from .accounts import Account
 
 # Variables of the agent's own process that must not leak into sessions.
 _AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG")
+# The env request naming variables to unset (newline-separated); devsy/devcontainer/session_env.py sends it.
+UNSET_REQUEST = "DEVSY_UNSET_ENV"
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,10 @@ def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
     """The container's environment (as exec gave it to us), made the user's, plus what the client asked for."""
     env = {k: v for k, v in os.environ.items() if k not in _AGENT_ONLY}
     env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell, PWD=cwd)
-    env.update(spec.env)
+    # remoteEnv's nulls: an SSH env request can only set, so the client names what to unset in this one.
+    for name in spec.env.get(UNSET_REQUEST, "").split("\n"):
+        env.pop(name, None)
+    env.update((k, v) for k, v in spec.env.items() if k != UNSET_REQUEST)
     if spec.pty is not None:
         env["TERM"] = spec.pty.term or env.get("TERM", "xterm")
     return env

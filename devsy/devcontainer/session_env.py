@@ -1,0 +1,114 @@
+"""remoteEnv for what runs in an instance: `devsy exec`, `devsy ssh` sessions and lifecycle hooks.
+
+The values are never stored by devsy: every session re-reads devcontainer.json (as the reference CLI's `exec` does),
+so a remoteEnv that holds a secret is not copied into the workspace record. ${containerEnv:...} is resolved from the
+instance's own environment, read once per command and only when the config refers to it (it costs an exec).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from devsy.devcontainer.config import DevContainerConfig, resolve_container_env
+from devsy.devcontainer.config_secrets import register_config_secrets
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.devcontainer.workspace_config import load_workspace_config
+from devsy.driver.base import Driver, ExecRequest
+from devsy.errors import WorkspaceError
+from devsy.workspace.paths import WorkspacePaths
+from devsy.workspace.record import WorkspaceRecord
+
+# The environment the instance was started with (the reference reads the container's configured env, `docker
+# inspect`'s Config.Env; pid 1's initial environment is that, on every driver, with no engine API of its own).
+_READ_ENV = ["cat", "/proc/1/environ"]
+# The name of the SSH env request that asks the guest agent to unset names (newline-separated) in a session.
+UNSET_REQUEST = "DEVSY_UNSET_ENV"
+
+
+@dataclass(frozen=True)
+class SessionEnv:
+    """What a session's environment gets on top of the instance's: `values` set, `unset` removed."""
+
+    values: dict[str, str]
+    unset: tuple[str, ...] = ()
+
+    def under(self, explicit: dict[str, str]) -> dict[str, str]:
+        """These values with `explicit` ones (`--env`) winning; an explicit value also overrides a null."""
+        return {**self.values, **explicit}
+
+    def unset_beside(self, explicit: dict[str, str]) -> tuple[str, ...]:
+        return tuple(name for name in self.unset if name not in explicit)
+
+
+def session_env(config: DevContainerConfig) -> SessionEnv:
+    return SessionEnv(dict(config.remote_env), tuple(config.remote_env_unset))
+
+
+def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
+                          driver: Callable[[], Driver]) -> SessionEnv:
+    """The remoteEnv a session of the workspace gets, from its devcontainer.json as it is now; `driver` is asked
+    for only when ${containerEnv:...} needs the instance's environment."""
+    config = load_workspace_config(record.source, paths, record.id, record.config_path)
+    if config.substituted is not None:
+        config = in_instance(driver(), record.id, config)
+    return session_env(config)
+
+
+def ssh_env(env: SessionEnv, explicit: dict[str, str]) -> dict[str, str]:
+    """The env requests of an SSH session: the values, and the names to unset under UNSET_REQUEST (the guest agent
+    removes them: an SSH env request cannot unset)."""
+    unset = env.unset_beside(explicit)
+    return {**env.under(explicit), **({UNSET_REQUEST: "\n".join(unset)} if unset else {})}
+
+
+def read_container_env(driver: Driver, workspace_id: str) -> dict[str, str]:
+    """The instance's environment as it was started (pid 1's), read through the driver as root."""
+    out, err = io.BytesIO(), io.BytesIO()
+    result = driver.exec(workspace_id, ExecRequest(argv=list(_READ_ENV), stdout=out, stderr=err, user="root"))
+    if result.exit_code != 0:
+        raise WorkspaceError(
+            f"cannot read the environment of workspace {workspace_id} for ${{containerEnv:...}} in devcontainer.json "
+            f"(`{' '.join(_READ_ENV)}` exited with {result.exit_code})",
+            hint="the image needs `cat` and a /proc; or write the value in remoteEnv without ${containerEnv:...}",
+        )
+    env: dict[str, str] = {}
+    for entry in out.getvalue().split(b"\0"):
+        name, sep, value = entry.decode("utf-8", "surrogateescape").partition("=")
+        if sep and name:
+            env[name] = value
+    return env
+
+
+def in_instance(driver: Driver, workspace_id: str, config: DevContainerConfig) -> DevContainerConfig:
+    """`config` as it applies inside the running instance: ${containerEnv:...} resolved, and remoteEnv's nulls
+    unset for every lifecycle hook in the guest (through `env -u`, which only a null asks for)."""
+    if config.substituted is not None:
+        config = resolve_container_env(config, read_container_env(driver, workspace_id))
+        register_config_secrets(config)  # the resolved values are what sessions and hooks are given
+    if not config.remote_env_unset:
+        return config
+    changes = {f.name: _unsetting(value, config.remote_env_unset) for f in dataclasses.fields(config)
+               if isinstance(value := getattr(config, f.name), LifecycleCommand) and value.name != "initializeCommand"}
+    return dataclasses.replace(config, **changes)
+
+
+def unset_argv(argv: list[str], names: tuple[str, ...] | list[str]) -> list[str]:
+    """`argv` run with `names` removed from its environment."""
+    if not names:
+        return argv
+    return ["env", *(arg for name in names for arg in ("-u", name)), "--", *argv]
+
+
+def apply_to_exec(request: ExecRequest, env: SessionEnv) -> None:
+    """Give a `devsy exec` request the session environment; its own --env values win."""
+    unset = env.unset_beside(request.env)
+    request.env = env.under(request.env)
+    request.argv = unset_argv(request.argv, unset)
+
+
+def _unsetting(command: LifecycleCommand, names: list[str]) -> LifecycleCommand:
+    return dataclasses.replace(command, commands=tuple((label, unset_argv(argv, names))
+                                                       for label, argv in command.commands))
