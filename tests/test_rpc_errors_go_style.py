@@ -139,6 +139,14 @@ def test_a_runtime_error_code_from_a_newer_api_is_read_by_its_status_code(stub) 
         from_error(_rpc_error(stub, code="NOT_FOUND", message="m", details=["future-code"]), DetailPolicy.DEVSY)
 
 
+def test_a_runtime_error_code_from_a_newer_api_with_a_code_this_host_has_no_name_for_is_unknown(stub) -> None:
+    """A newer API's code beside a gRPC code with no RuntimeErrorCode here is read as a plain status of that code
+    would be (UNKNOWN), with the detail's message: nothing in it disagrees, it is no malformed status."""
+    for code in ("RESOURCE_EXHAUSTED", "ABORTED"):
+        error = _host_error(stub, code=code, message="m", details=["future-code"])
+        assert type(error) is UnknownRuntimeError and error.message == "workspace ws-1 is archived", (code, error)
+
+
 def test_a_plain_status_without_a_message_still_says_what_failed(stub) -> None:
     error = _host_error(stub, code="NOT_FOUND", message="")
     assert type(error) is NotFound and error.message == f"provider {PROVIDER} failed Find with NOT_FOUND"

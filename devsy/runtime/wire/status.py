@@ -112,11 +112,14 @@ def from_error(error: grpc.RpcError, policy: DetailPolicy = DetailPolicy.DEVSY) 
     detail = pb.RuntimeError()
     found[0].Unpack(detail)
     grpc_code = _grpc_code(status.code)
-    if detail.code in pb.RuntimeErrorCode.values():
+    known = detail.code in pb.RuntimeErrorCode.values()
+    if known:
         name = code_name(detail.code)
     else:  # a code from a newer API: under PROTOCOL the status code still says what kind of failure it is
         name = CODE_OF_GRPC.get(grpc_code, "UNKNOWN") if policy is DetailPolicy.PROTOCOL else "UNKNOWN"
-    if GRPC_CODE[name] is not grpc_code:
+    # Under PROTOCOL a code this host does not know cannot disagree with the status: a newer API may pair it with a
+    # gRPC code that has no RuntimeErrorCode here (RESOURCE_EXHAUSTED, ABORTED, ...), which then reads as UNKNOWN.
+    if (known or policy is DetailPolicy.DEVSY) and GRPC_CODE[name] is not grpc_code:
         raise DetailError(f"RuntimeError code {name} does not match the gRPC status "
                           f"{grpc_code.name if grpc_code else status.code}")
     if not detail.message:
