@@ -5,8 +5,13 @@ behind the Runtime Protocol) both check."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
+from devsy.driver.base import HostRequirements, RunOptions
+from devsy.driver.docker.driver import DockerDriver
+from devsy.errors import ConfigError
 from helpers.cli import HOST_NET
 from helpers.engine import containers_of
 from helpers.projects import make_project
@@ -32,6 +37,7 @@ def test_more_cpus_than_the_engine_has_is_refused_and_nothing_is_left(devsy, ws_
     assert error["message"] == f'"hostRequirements.cpus": the devcontainer needs 128 CPUs, this Docker engine ' \
                                f"has {ncpu}"
     assert "Range of CPUs" not in result.text and "Traceback" not in result.text
+    assert "building image" not in result.stderr.decode()  # refused before the image is prepared
     assert containers_of(docker_client, ws_id) == []
     assert docker_client.images.list(filters={"label": f"dev.devsy.workspace={ws_id}"}) == []
     assert devsy.run("list", "--json").json["workspaces"] == []
@@ -62,3 +68,12 @@ def test_a_met_requirement_does_not_cap_the_container(devsy, ws_id, guest_image,
     # The guest sees every CPU of the machine.
     nproc = devsy.run("exec", ws_id, "--", "nproc").stdout.strip()
     assert int(nproc) == docker_client.info()["NCPU"]
+
+
+def test_the_docker_driver_itself_refuses_an_unmet_minimum_before_creating_anything(guest_image, docker_client):
+    # The check every caller of the driver gets (devsy-provider-docker serves this same driver over the protocol).
+    ws = f"t-min-{secrets.token_hex(4)}"
+    options = RunOptions(image=guest_image, host_requirements=HostRequirements(cpus=128))
+    with pytest.raises(ConfigError, match='"hostRequirements.cpus": the devcontainer needs 128 CPUs'):
+        DockerDriver().run(ws, options)
+    assert containers_of(docker_client, ws) == []

@@ -19,6 +19,7 @@ from devsy.driver.base import (
 )
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.gpu import GpuPlan, plan_gpu
+from devsy.driver.host_minimums import HostCapacity
 
 # The engine's runtimes that give containers GPUs (what the devcontainers CLI looks for in `docker info`).
 GPU_RUNTIMES = ("nvidia",)
@@ -31,6 +32,11 @@ def container_name(workspace_id: str) -> str:
 
 def owned_labels(workspace_id: str, extra: dict[str, str]) -> dict[str, str]:
     return {**extra, LABEL_MANAGED: "true", LABEL_WORKSPACE: workspace_id}
+
+
+def engine_capacity(info: Mapping[str, Any]) -> HostCapacity:
+    """What the engine's machine (its `docker info` NCPU and MemTotal) can give a container."""
+    return HostCapacity(ENGINE, info.get("NCPU"), info.get("MemTotal"))
 
 
 def engine_has_gpu(info: Mapping[str, Any]) -> bool:

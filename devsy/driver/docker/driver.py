@@ -29,7 +29,7 @@ from devsy.driver.docker.exec_signal import SignalTrailer, signal_name
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.exec_guard import ExecGuard, KillPlan
-from devsy.driver.host_minimums import HostCapacity, require_minimums
+from devsy.driver.host_minimums import require_minimums
 from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
@@ -133,7 +133,7 @@ class DockerDriver:
             return
         with engine_errors("reading the Docker engine's CPUs and memory (for hostRequirements)"):
             info = self.client.info()
-        require_minimums(req, HostCapacity(container_spec.ENGINE, info.get("NCPU"), info.get("MemTotal")))
+        require_minimums(req, container_spec.engine_capacity(info))
 
     def _require_image(self, image: str) -> None:
         with engine_errors(f"looking up image {image}"):
