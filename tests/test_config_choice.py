@@ -39,6 +39,14 @@ def test_config_picks_the_named_file_and_later_commands_keep_it(devsy, ws_id, gu
     again = devsy.up(project, "--id", ws_id, *HOST_NET)  # no --config: the workspace's own choice, not an error
     assert again.json["outcome"] == "success"
     assert devsy.run("exec", ws_id, "--", "cat", "/tmp/starts").stdout == b"beta\nbeta\n"
+    # The remembered file gone: a clear error naming it, not a silent switch to another config.
+    (project / ".devcontainer" / "beta" / "devcontainer.json").unlink()
+    assert devsy.run("stop", ws_id).returncode == 0
+    gone = devsy.run("start", ws_id, "--json")
+    assert gone.returncode != 0
+    error = gone.json["error"]
+    assert error["type"] == "config" and "beta/devcontainer.json is not a file" in error["message"]
+    assert "--config" in error["hint"] and "Traceback" not in gone.text
 
 
 def test_several_configs_without_a_choice_are_listed_and_nothing_is_left(devsy, ws_id, guest_image, tmp_path,

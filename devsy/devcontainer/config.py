@@ -136,11 +136,13 @@ def find_config(folder: Path) -> Path | None:
 
 
 def chosen_config(folder: Path, choice: str) -> Path:
-    """`--config FILE`: a path relative to the workspace folder, or absolute; it must be a file."""
+    """`--config FILE` (or the one the workspace's record remembers): relative to the workspace folder, or absolute;
+    it must be a file."""
     path = (folder / choice).resolve()
     if not path.is_file():
-        raise ConfigError(f"the devcontainer config {path} (--config {choice}) is not a file",
-                          hint=f"give --config a devcontainer.json path, absolute or relative to {folder}")
+        raise ConfigError(f"the devcontainer config {path} is not a file",
+                          hint=f"choose an existing devcontainer.json with `devsy up {folder} --config FILE` "
+                               "(relative to that folder, or absolute); the workspace remembers the choice")
     return path
 
 
