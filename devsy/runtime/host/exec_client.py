@@ -16,6 +16,7 @@ from typing import BinaryIO
 import grpc
 
 from devsy.driver.base import ExecRequest, ExecResult
+from devsy.exit_status import shell_status
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import MAX_FRAME
 from devsy.runtime.wire.errors import RuntimeProtocolError
@@ -73,7 +74,10 @@ def run_exec(stub: runtime_pb2_grpc.RuntimeDriverStub, provider: str, workspace_
                                            hint="report this to the provider's authors")
             kind = message.WhichOneof("payload")
             if kind == "exit":
-                result = ExecResult(exit_code=message.exit.exit_code, signal=message.exit.signal)
+                # A signal with exit_code 0 beside it (a Go provider's {signal: TERM}) is a failure: 128+N, as a
+                # shell says it, for every reader of the result (hooks, agent checks), not only `devsy exec`.
+                reported = ExecResult(exit_code=message.exit.exit_code, signal=message.exit.signal)
+                result = ExecResult(exit_code=shell_status(reported), signal=reported.signal)
                 continue
             if kind not in ("stdout", "stderr"):
                 raise RuntimeProtocolError(f"provider {provider} sent an Exec frame without payload",
