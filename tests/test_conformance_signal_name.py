@@ -1,5 +1,6 @@
 """The conformance suite's signal case checks which signal is named: the command it sends is killed by SIGTERM, so a
-provider that names another signal (or an unknown one) fails the case, and SIGTERM with or without `SIG` passes."""
+provider that names another signal (or an unknown one) fails the case, and SIGTERM with or without `SIG` passes. The
+fakes get their scenario table for `--mode conformance` however the flag is spelled."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def test_the_signal_case_requires_sigterm(tmp_path: Path, reported: list[str], s
         session.cleanup()
         session.close()
     assert outcome.status == status, outcome
+
+
+@pytest.mark.parametrize("mode", [["--mode", "conformance"], ["--mode=conformance"], ["-mode", "conformance"],
+                                  ["-mode=conformance"]], ids=["--mode X", "--mode=X", "-mode X", "-mode=X"])
+def test_the_fakes_scenario_table_is_chosen_for_every_spelling_of_mode(mode: list[str]) -> None:
+    # argparse (devsy-fake-runtime) and Go's flag package (go-fake-runtime) both take these forms.
+    assert c.default_table("/bin/devsy-fake-runtime", ["serve", "--state-dir", "/x", *mode]) == "gofake"
+    assert c.default_table("/bin/go-fake-runtime", ["--state-dir", "/x", *mode]) == "gofake"
+    assert c.default_table("/bin/go-fake-runtime", ["--state-dir", "/x", "--mode", "normal"]) == "echo"

@@ -117,8 +117,17 @@ def default_table(executable: str, args: list[str]) -> str:
     """The table a provider gets unless --commands says otherwise: for the fakes, by whether `--mode conformance`
     (the Go fake's scenario vocabulary, which devsy's fake speaks in that mode too) is among its arguments."""
     ordinary, conformance = DEFAULT_BY_EXECUTABLE.get(os.path.basename(executable), ("posix", "posix"))
-    mode = args[args.index("--mode") + 1] if "--mode" in args[:-1] else ""
-    return conformance if mode == "conformance" else ordinary
+    return conformance if _mode(args) == "conformance" else ordinary
+
+
+def _mode(args: list[str]) -> str:
+    """The --mode value, in every form the fakes' parsers take (Go's flag package: -mode too; `=` or separate)."""
+    mode = ""
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        if name in ("--mode", "-mode"):
+            mode = value if equals else (args[index + 1] if index + 1 < len(args) else "")
+    return mode
 
 
 def devsy_built(executable: str) -> bool:
