@@ -6,11 +6,12 @@ container's PATH as people write it; `"X": null` unsets a containerEnv variable 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers.cli import HOST_NET, DevsyCli
+from helpers.cli import HOST_NET, DevsyCli, cli_env
 from helpers.projects import make_project
 
 VALUES = 'printf "%s|%s\\n" "$X" "$PATH"'
@@ -76,6 +77,17 @@ def test_ssh_session_gets_remote_env(devsy: DevsyCli, values_ws: str, docker_cli
     assert result.stdout == _expected(docker_client, guest_image)
 
 
+def _openssh(devsy: DevsyCli, workspace_id: str, command: str) -> subprocess.CompletedProcess:
+    """The user's own OpenSSH client through the entry `devsy up` wrote (ProxyCommand `devsy ssh --stdio`)."""
+    return subprocess.run(["ssh", "-F", str(devsy.ssh_config), f"{workspace_id}.devsy", command], capture_output=True,
+                          timeout=120, stdin=subprocess.DEVNULL, env=cli_env(devsy))
+
+
+def test_openssh_session_gets_remote_env(devsy: DevsyCli, values_ws: str, docker_client, guest_image: str) -> None:
+    result = _openssh(devsy, values_ws, VALUES)
+    assert (result.returncode, result.stdout) == (0, _expected(docker_client, guest_image)), result.stderr
+
+
 def test_hooks_get_remote_env(values_ws: str, docker_client, guest_image: str) -> None:
     code, output = _container(docker_client, values_ws).exec_run(["cat", "/tmp/post-create-env"])
     assert code == 0, output
@@ -90,5 +102,7 @@ def test_null_unsets_in_sessions_and_hooks(devsy: DevsyCli, null_ws: str, docker
                       (["ssh", null_ws, "--command", GONE], NO_MASTER)):
         result = devsy.run(*argv, extra_env=env)
         assert (result.returncode, result.stdout) == (0, b"unset\n"), (argv, env, result.text)
+    openssh = _openssh(devsy, null_ws, GONE)
+    assert (openssh.returncode, openssh.stdout) == (0, b"unset\n"), openssh.stderr
     # An explicit --env still sets it.
     assert devsy.run("exec", "--env", "GONE=back", null_ws, "--", "sh", "-c", GONE).stdout == b"back\n"

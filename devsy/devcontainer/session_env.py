@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ from devsy.workspace.record import WorkspaceRecord
 _READ_ENV = ["cat", "/proc/1/environ"]
 # The name of the SSH env request that asks the guest agent to unset names (newline-separated) in a session.
 UNSET_REQUEST = "DEVSY_UNSET_ENV"
+# The guest agent's variable carrying its sessions' remoteEnv when the SSH client is OpenSSH (agent/guest/process.py).
+SESSION_ENV = "DEVSY_SESSION_ENV"
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,13 @@ def unset_argv(argv: list[str], names: tuple[str, ...] | list[str]) -> list[str]
     if not names:
         return argv
     return ["env", *(arg for name in names for arg in ("-u", name)), "--", *argv]
+
+
+def agent_session_env(env: SessionEnv) -> dict[str, str]:
+    """The agent's launch environment that gives every session of it `env` (empty when there is nothing to give)."""
+    if not env.values and not env.unset:
+        return {}
+    return {SESSION_ENV: json.dumps({"set": env.values, "unset": list(env.unset)})}
 
 
 def apply_to_exec(request: ExecRequest, env: SessionEnv) -> None:

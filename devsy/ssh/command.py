@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.agent.errors import AgentError
+from devsy.devcontainer.session_env import agent_session_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled
@@ -72,9 +73,11 @@ def _proxy(ws: OpenWorkspace, agent: AgentPath, streams: SshStreams, diagnostics
            cancel: CancelToken) -> int:
     if streams.stdin is None:
         raise AgentError("`devsy ssh --stdio` needs a standard input", hint="it is meant as OpenSSH's ProxyCommand")
+    # OpenSSH sends no remoteEnv: the agent gives it to every session of this connection (agent/guest/process.py).
+    remote = workspace_session_env(ws.record, ws.paths, lambda: ws.driver)
     tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=streams.stdin.fileno(),
                          write_output=lambda data: write_all(streams.stdout_fd, data), stderr=diagnostics,
-                         cancel=cancel, redeliver=agent.redeliver)
+                         cancel=cancel, redeliver=agent.redeliver, env=agent_session_env(remote))
     tunnel.run()
     raise_for_tunnel(tunnel, ws.record.id)
     assert tunnel.result is not None

@@ -111,8 +111,10 @@ class AgentTunnel:
 
     def __init__(self, driver: Driver, workspace_id: str, guest_path: str, args: list[str], *, input_fd: int,
                  write_output: Callable[[bytes], None], stderr: BinaryIO, cancel: CancelToken,
-                 redeliver: Callable[[], str], on_end: Callable[[], None] = lambda: None) -> None:
+                 redeliver: Callable[[], str], on_end: Callable[[], None] = lambda: None,
+                 env: dict[str, str] | None = None) -> None:
         self.driver, self.workspace_id, self.guest_path, self.args = driver, workspace_id, guest_path, args
+        self.env = dict(env or {})  # the agent process's own additions (its sessions' remoteEnv, see command.py)
         self.input_fd, self.write_output, self.stderr, self.cancel = input_fd, write_output, stderr, cancel
         self.redeliver, self.on_end = redeliver, on_end
         self.result: ExecResult | None = None
@@ -142,7 +144,8 @@ class AgentTunnel:
         gated = GatedInput(self.input_fd)
         output = _AgentOutput(self.write_output, gated)
         request = ExecRequest(argv=launch_argv(self.guest_path, *self.args), stdin=gated, owns_stdin=True,
-                              stdout=output, stderr=self.stderr, user="0", cancel=self.cancel)  # type: ignore
+                              stdout=output, stderr=self.stderr, user="0", cancel=self.cancel,  # type: ignore
+                              env=dict(self.env))
         try:
             return self.driver.exec(self.workspace_id, request)
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import grp
+import json
 import os
 import signal
 import struct
@@ -15,9 +16,12 @@ from typing import Optional
 from .accounts import Account
 
 # Variables of the agent's own process that must not leak into sessions.
-_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG")
 # The env request naming variables to unset (newline-separated); devsy/devcontainer/session_env.py sends it.
 UNSET_REQUEST = "DEVSY_UNSET_ENV"
+# The agent's own variable holding every session's remoteEnv as JSON {"set": {..}, "unset": [..]}: given where the
+# client is OpenSSH (`ssh <id>.devsy`), which sends no remoteEnv of its own. Kept apart from the agent's own PATH.
+SESSION_ENV = "DEVSY_SESSION_ENV"
+_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG", SESSION_ENV)
 
 
 @dataclass(frozen=True)
@@ -46,10 +50,22 @@ class Spawned:
     master_fd: Optional[int] = None
 
 
+def _launch_session_env() -> dict:
+    try:
+        value = json.loads(os.environ.get(SESSION_ENV, "{}"))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
     """The container's environment (as exec gave it to us), made the user's, plus what the client asked for."""
     env = {k: v for k, v in os.environ.items() if k not in _AGENT_ONLY}
     env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell, PWD=cwd)
+    remote = _launch_session_env()
+    for name in remote.get("unset", []):
+        env.pop(name, None)
+    env.update(remote.get("set", {}))
     # remoteEnv's nulls: an SSH env request can only set, so the client names what to unset in this one.
     for name in spec.env.get(UNSET_REQUEST, "").split("\n"):
         env.pop(name, None)
