@@ -4,9 +4,15 @@ container (docker exec, not devsy) and, for initializeCommand, on the host."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
+import time
 from pathlib import Path
 
-from helpers.cli import HOST_NET
+from devsy.process_tree import start_time, stop_pid
+from helpers.cli import DEVSY, HOST_NET, cli_env
 from helpers.engine import containers_of
 from helpers.projects import make_project
 
@@ -130,3 +136,45 @@ def test_an_up_killed_during_update_content_resumes_there(devsy, ws_id, guest_im
     assert (project / "on-create.log").read_text() == "run\n"  # completed before the kill: not again
     assert (project / "update-content.log").read_text() == "run\nrun\n"  # unfinished: run again
     assert (project / "post-create.log").read_text() == "run\n"
+
+
+def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> tuple[int, dict[int, int | None]]:
+    """Start `devsy up`, wait (bounded) until `count` host commands wrote their pid to the project's FIFO, then
+    SIGINT devsy alone (its own session: no terminal reaches the commands); devsy's exit status (-1: it did not end
+    within 60 s) and those processes' {pid: start time}."""
+    started = project / "started.fifo"
+    os.mkfifo(started)
+    signal_fd = os.open(started, os.O_RDWR | os.O_NONBLOCK)  # never blocks a writer; select sees only real data
+    proc = subprocess.Popen([*DEVSY, "up", str(project), "--id", ws_id, *HOST_NET], env=cli_env(devsy),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        data, deadline = b"", time.monotonic() + 120
+        while data.count(b"\n") < count:
+            ready, _, _ = select.select([signal_fd], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"{count} initializeCommand entries did not start within 120 s (got {data!r})"
+            data += os.read(signal_fd, 4096)
+        pids = {int(line): start_time(int(line)) for line in data.split()}
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=60), pids
+        except subprocess.TimeoutExpired:
+            return -1, pids
+    finally:
+        os.close(signal_fd)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def test_ctrl_c_stops_every_parallel_initialize_command_entry(devsy, ws_id, guest_image, tmp_path, docker_client):
+    entry = "echo $$ > started.fifo; exec sleep 600"  # exec: the pid written is the one that keeps running
+    project = make_project(tmp_path / "p", {"image": guest_image, "initializeCommand": {"a": entry, "b": entry}})
+    code, started = _interrupt_up_once_started(devsy, ws_id, project, 2)
+    try:
+        assert code == 128 + signal.SIGINT, "devsy up did not end within 60 s of its SIGINT (it waited for the entries)"
+        left = [pid for pid, begun in started.items() if begun is not None and start_time(pid) == begun]
+        assert left == [], "an entry outlived the interrupted up"
+        assert containers_of(docker_client, ws_id) == []
+    finally:
+        for pid, begun in started.items():
+            stop_pid(pid, begun, group=False, grace=0)

@@ -17,14 +17,16 @@ from dataclasses import dataclass
 from typing import BinaryIO, cast
 
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.driver.base import CancelToken
 from devsy.errors import CommandFailed
 from devsy.progress import Progress
 from devsy.redaction import Redactor, configured_secrets
 
 _TAIL_BYTES = 2048
 
-# Runs one argv with its stdout and stderr written to the stream; returns the exit code.
-RunOne = Callable[[list[str], BinaryIO], int]
+# Runs one argv with its stdout and stderr written to the stream; returns the exit code. Once the token is cancelled
+# (the hook was interrupted) the command must be stopped and the call return.
+RunOne = Callable[[list[str], BinaryIO, CancelToken], int]
 
 
 class _Tee(io.RawIOBase):
@@ -89,17 +91,22 @@ class _Ended:
 def run_hook(command: LifecycleCommand, run_one: RunOne, progress: Progress, *, where: str, hint: str) -> None:
     """Run every entry of `command` (its object form in parallel); CommandFailed naming each entry that failed."""
     entries = command.argvs()
-    if command.parallel and len(entries) > 1:
-        names = ", ".join(label for label, _ in entries)
-        with progress.step(f"running {names} in parallel"):
-            ended = _in_parallel(entries, run_one, progress)
-    else:
-        ended = []
-        for label, argv in entries:
-            with progress.step(f"running {label}"):
-                ended.append(_run_entry(label, argv, run_one, _Tee(progress)))
-            if ended[-1].exit_code != 0:
-                break
+    cancel = CancelToken()
+    try:
+        if command.parallel and len(entries) > 1:
+            names = ", ".join(label for label, _ in entries)
+            with progress.step(f"running {names} in parallel"):
+                ended = _in_parallel(entries, run_one, progress, cancel)
+        else:
+            ended = []
+            for label, argv in entries:
+                with progress.step(f"running {label}"):
+                    ended.append(_run_entry(label, argv, run_one, _Tee(progress), cancel))
+                if ended[-1].exit_code != 0:
+                    break
+    except BaseException:
+        cancel.cancel()  # interrupted (Ctrl-C reaches only this thread): no entry may outlive the hook
+        raise
     failed = [entry for entry in ended if entry.exit_code != 0]
     if failed:
         raise CommandFailed(
@@ -109,7 +116,7 @@ def run_hook(command: LifecycleCommand, run_one: RunOne, progress: Progress, *, 
         )
 
 
-def _run_entry(label: str, argv: list[str], run_one: RunOne, tee: _Tee) -> _Ended:
+def _run_entry(label: str, argv: list[str], run_one: RunOne, tee: _Tee, cancel: CancelToken) -> _Ended:
     lock = threading.Lock()  # the driver may write stdout and stderr from two threads
 
     class _Locked(io.RawIOBase):
@@ -120,18 +127,24 @@ def _run_entry(label: str, argv: list[str], run_one: RunOne, tee: _Tee) -> _Ende
             with lock:
                 return tee.write(data)
 
-    code = run_one(argv, cast(BinaryIO, _Locked()))  # a RawIOBase has the write/flush a runner uses
+    code = run_one(argv, cast(BinaryIO, _Locked()), cancel)  # a RawIOBase has the write/flush a runner uses
     tee.end()
     return _Ended(label, code, tee.tail())
 
 
-def _in_parallel(entries: list[tuple[str, list[str]]], run_one: RunOne, progress: Progress) -> list[_Ended]:
+def _in_parallel(entries: list[tuple[str, list[str]]], run_one: RunOne, progress: Progress,
+                 cancel: CancelToken) -> list[_Ended]:
     """All entries at once; every one is waited for (a failure does not cut the others short, as in the reference
-    CLI), then the first exception, if any, is raised."""
+    CLI), then the first exception, if any, is raised. Interrupted, every entry is stopped before the pool's exit
+    waits for its thread (else that wait lasts as long as the longest entry)."""
     with ThreadPoolExecutor(max_workers=len(entries), thread_name_prefix="devsy-hook") as pool:
-        futures = [pool.submit(_run_entry, label, argv, run_one, _Tee(progress, f"[{label}] ".encode()))
+        futures = [pool.submit(_run_entry, label, argv, run_one, _Tee(progress, f"[{label}] ".encode()), cancel)
                    for label, argv in entries]
-        errors = [f.exception() for f in futures]
+        try:
+            errors = [f.exception() for f in futures]
+        except BaseException:
+            cancel.cancel()
+            raise
     for error in errors:
         if error is not None:
             raise error

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hook_run import run_hook
 from devsy.devcontainer.lifecycle_commands import LIFECYCLE_HOOKS, LifecycleCommand
-from devsy.driver.base import Driver, ExecRequest
+from devsy.driver.base import CancelToken, Driver, ExecRequest
 from devsy.progress import Progress
 from devsy.redaction import register_secrets
 
@@ -29,9 +29,9 @@ def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleC
         return
     register_secrets(env.values())
 
-    def in_guest(argv: list[str], stream) -> int:  # noqa: ANN001 - a BinaryIO
+    def in_guest(argv: list[str], stream, cancel: CancelToken) -> int:  # noqa: ANN001 - a BinaryIO
         return driver.exec(workspace_id, ExecRequest(argv=argv, stdout=stream, stderr=stream, user=user,
-                                                     workdir=workdir, env=env)).exit_code
+                                                     workdir=workdir, env=env, cancel=cancel)).exit_code
 
     run_hook(command, in_guest, progress, where=f"in workspace {workspace_id}",
              hint=f"fix {command.name} in devcontainer.json, then run `devsy up {workspace_id}` again")

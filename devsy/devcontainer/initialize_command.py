@@ -7,13 +7,13 @@ is not the user's, and a failure stops `up` before any instance exists (the up's
 from __future__ import annotations
 
 import subprocess
-import threading
 from pathlib import Path
 from typing import BinaryIO
 
 from devsy import process_tree
 from devsy.devcontainer.hook_run import run_hook
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.driver.base import CancelToken
 from devsy.progress import Progress
 
 _STOP_GRACE_S = 5.0
@@ -24,32 +24,32 @@ def run_initialize_command(command: LifecycleCommand | None, folder: Path, works
                            progress: Progress) -> None:
     if command is None:
         return
-    running: set[subprocess.Popen] = set()
-    lock = threading.Lock()
 
-    def on_host(argv: list[str], stream: BinaryIO) -> int:
+    def on_host(argv: list[str], stream: BinaryIO, cancel: CancelToken) -> int:
         try:
             proc = subprocess.Popen(argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # noqa: S603
                                     stderr=subprocess.STDOUT)
         except OSError as exc:  # an array form names a program the host does not have
             stream.write(f"cannot run {argv[0]}: {exc.strerror}\n".encode())
             return _CANNOT_RUN
-        with lock:
-            running.add(proc)
-        assert proc.stdout is not None
-        with proc.stdout:
-            for chunk in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
-                stream.write(chunk)
-        return proc.wait()
+        # Interrupted, no entry may outlive the `up` that started it: Ctrl-C reaches only the main thread, which runs
+        # an entry of the string or array form here, and run_hook cancels the entries of the object form.
+        def stop() -> None:
+            process_tree.stop_child(proc, group=False, grace=_STOP_GRACE_S)
 
-    try:
-        run_hook(command, on_host, progress, where=f"on the host in {folder}",
-                 hint=f"fix initializeCommand in devcontainer.json (it runs on this host in {folder}), then run "
-                 f"`devsy up` again (this up created and changed nothing for workspace {workspace_id})")
-    except BaseException:
-        # Interrupted (Ctrl-C reaches only this thread): no entry may outlive the `up` that started it.
-        with lock:
-            for proc in running:
-                if proc.poll() is None:
-                    process_tree.stop_child(proc, group=False, grace=_STOP_GRACE_S)
-        raise
+        forget = cancel.on_cancel(stop)
+        try:
+            assert proc.stdout is not None
+            with proc.stdout:
+                for chunk in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
+                    stream.write(chunk)
+            code = proc.wait()
+        except BaseException:
+            stop()
+            raise
+        forget()
+        return code
+
+    run_hook(command, on_host, progress, where=f"on the host in {folder}",
+             hint=f"fix initializeCommand in devcontainer.json (it runs on this host in {folder}), then run "
+             f"`devsy up` again (this up created and changed nothing for workspace {workspace_id})")
