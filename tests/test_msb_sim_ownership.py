@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from devsy.driver.microsandbox.naming import sandbox_name
 from devsy.process_tree import start_time, stop_pid
 from fixtures.msb_sim.docker import container_name, container_state, sweep
 from fixtures.msb_sim.state import home_key
+from fixtures.msb_sim.views import views_root
 from helpers.cli import DevsyCli
 from helpers.projects import make_project
 from test_msb_sim_driver import SIM, sim_home  # noqa: F401 - sim_home is a fixture
@@ -102,10 +104,10 @@ def test_a_non_root_developer_owns_and_writes_its_workspace(sim_home: Path, devs
     assert host_file.read_text() == "host\nedited\n"
     assert _owner(project / "by-dev") == HOST_USER and _owner(project / "dir-by-dev") == HOST_USER
     assert _owner(host_file) == host_owner, "the guest's edit changed the host owner"
-    assert _fuse_mounts_under(sim_home), "no view of the workspace is mounted while the sandbox runs"
+    assert _fuse_mounts_under(views_root(sim_home)), "no view of the workspace is mounted while the sandbox runs"
 
     _devsy_ok(devsy, "delete", ws, "--json")
-    assert _fuse_mounts_under(sim_home) == [], "delete left the workspace view mounted"
+    assert _fuse_mounts_under(views_root(sim_home)) == [], "delete left the workspace view mounted"
     assert container_state(sandbox_name(ws)) is None, "delete left the sandbox's container"
     assert (project / "by-dev").read_text() == "one\ntwo\n", "delete touched the workspace folder"
 
@@ -116,20 +118,20 @@ def test_stop_unmounts_the_view_and_start_remounts_it(sim_home: Path, devsy: Dev
     ws = "simstop"
     folder = _up(devsy, project, ws)["workspace_folder"]
     _devsy_ok(devsy, "exec", ws, "--", "/bin/sh", "-c", f"echo kept > {folder}/note")
-    assert _fuse_mounts_under(sim_home)
+    assert _fuse_mounts_under(views_root(sim_home))
 
     _devsy_ok(devsy, "stop", ws, "--json")
     state = container_state(sandbox_name(ws))
     assert state is not None and not state["Running"]
-    assert _fuse_mounts_under(sim_home) == [], "stop left the workspace view mounted"
+    assert _fuse_mounts_under(views_root(sim_home)) == [], "stop left the workspace view mounted"
 
     _devsy_ok(devsy, "start", ws, "--json")
-    assert len(_fuse_mounts_under(sim_home)) == 1, "start did not mount the workspace view again"
+    assert len(_fuse_mounts_under(views_root(sim_home))) == 1, "start did not mount the workspace view again"
     assert _guest(ws, f"stat -c '%u:%g' {folder}/note; cat {folder}/note") == "1000:1000\nkept\n"
     _devsy_ok(devsy, "exec", ws, "--", "/bin/sh", "-c", f"echo again >> {folder}/note")
     assert (project / "note").read_text() == "kept\nagain\n"
     _devsy_ok(devsy, "delete", ws, "--json")
-    assert _fuse_mounts_under(sim_home) == []
+    assert _fuse_mounts_under(views_root(sim_home)) == []
 
 
 # -- the stand-in alone (a busybox rootfs: no devsy needed) ------------------------------------------------------
@@ -158,18 +160,18 @@ def test_without_bindfs_the_stand_in_refuses_the_owner_and_creates_nothing(sim_h
                                      "shows for a --mount-dir (uid=,gid=; root:root without them), and bindfs is "
                                      "not installed\n"), refused.stderr
     assert _sim("ls", "-q").stdout == "" and container_state("sb") is None
-    assert _fuse_mounts_under(sim_home) == []
+    assert _fuse_mounts_under(views_root(sim_home)) == []
 
 
 def test_rm_force_unmounts_a_running_sandboxs_view(sim_home: Path, busybox_rootfs: Path, tmp_path: Path) -> None:
     folder = tmp_path / "w"
     folder.mkdir()
     assert _create(folder, busybox_rootfs).returncode == 0
-    assert len(_fuse_mounts_under(sim_home)) == 1
+    assert len(_fuse_mounts_under(views_root(sim_home))) == 1
     removed = _sim("rm", "--force", "sb")
     assert removed.returncode == 0, removed.stderr
-    assert _fuse_mounts_under(sim_home) == [] and container_state("sb") is None
-    assert not (sim_home / "sandboxes" / "sb").exists(), "rm left the sandbox's state folder"
+    assert _fuse_mounts_under(views_root(sim_home)) == [] and container_state("sb") is None
+    assert not (views_root(sim_home) / "sb").exists(), "rm left the sandbox's views folder"
 
 
 def test_rm_of_a_sandbox_whose_view_is_already_gone_and_sweep_of_a_leaked_one(sim_home: Path, busybox_rootfs: Path,
@@ -177,16 +179,17 @@ def test_rm_of_a_sandbox_whose_view_is_already_gone_and_sweep_of_a_leaked_one(si
     folder = tmp_path / "w"
     folder.mkdir()
     assert _create(folder, busybox_rootfs).returncode == 0
-    (view,) = _fuse_mounts_under(sim_home)
+    (view,) = _fuse_mounts_under(views_root(sim_home))
     subprocess.run(["fusermount", "-u", view], check=True, timeout=DEADLINE_S)  # gone behind the stand-in's back
     removed = _sim("rm", "--force", "sb")
     assert removed.returncode == 0, removed.stderr
     assert _sim("ls", "-q").stdout == "" and container_state("sb") is None
 
     assert _create(folder, busybox_rootfs).returncode == 0  # then one that only a sweep can clean (a crash)
-    (view,) = _fuse_mounts_under(sim_home)
+    (view,) = _fuse_mounts_under(views_root(sim_home))
     assert f"view {view}" in sweep(home_key(sim_home))
-    assert _fuse_mounts_under(sim_home) == [] and container_state("sb") is None
+    assert _fuse_mounts_under(views_root(sim_home)) == [] and container_state("sb") is None
+    assert not views_root(sim_home).exists(), "the sweep left the views' folders (they are outside MSB_HOME)"
 
 
 def _bindfs_serving(view: str) -> int:
@@ -212,7 +215,7 @@ def test_start_replaces_a_view_whose_bindfs_died(sim_home: Path, busybox_rootfs:
     assert ran.returncode == 0, ran.stderr
     poll_until(lambda: container_state("sb"), lambda state: state is not None and not state["Running"],
                timeout=DEADLINE_S, interval=0.2, what="the workload without /w/stay exiting")
-    (view,) = _fuse_mounts_under(sim_home)
+    (view,) = _fuse_mounts_under(views_root(sim_home))
     pid = _bindfs_serving(view)
     assert stop_pid(pid, start_time(pid), group=False, grace=0).ended
     with pytest.raises(OSError, match="Transport endpoint is not connected"):
@@ -226,4 +229,18 @@ def test_start_replaces_a_view_whose_bindfs_died(sim_home: Path, busybox_rootfs:
                           capture_output=True, text=True, timeout=DEADLINE_S)
     assert (done.returncode, done.stdout) == (0, "1000:1000\n"), done.stderr
     assert _sim("rm", "--force", "sb").returncode == 0
-    assert _fuse_mounts_under(sim_home) == []
+    assert _fuse_mounts_under(views_root(sim_home)) == []
+
+
+def test_deleting_the_msb_home_of_a_running_sandbox_leaves_the_host_folder_alone(sim_home: Path, busybox_rootfs: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Every test's cleanup (and the harness's) deletes its MSB_HOME with rmtree: with a view inside it, rmtree went
+    through the live bindfs mount and deleted the files of the folder the sandbox mounts."""
+    folder = tmp_path / "w"
+    folder.mkdir()
+    (folder / "precious").write_text("keep\n")
+    assert _create(folder, busybox_rootfs).returncode == 0
+    assert len(_fuse_mounts_under(views_root(sim_home))) == 1
+    shutil.rmtree(sim_home, ignore_errors=True)
+    sim_home.mkdir(exist_ok=True)  # the fixture's cleanup runs in it
+    assert (folder / "precious").read_text() == "keep\n", "deleting MSB_HOME deleted the mounted folder's files"
