@@ -112,6 +112,14 @@ def test_failing_initialize_command_stops_up_before_anything_exists(devsy, ws_id
     assert listed.returncode == 0 and json.loads(listed.stdout)["workspaces"] == []
 
 
+def test_an_initialize_command_killed_by_a_signal_reports_the_shells_status(devsy, ws_id, guest_image, tmp_path,
+                                                                            docker_client):
+    project = make_project(tmp_path / "p", {"image": guest_image, "initializeCommand": "kill -TERM $$"})
+    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    assert "initializeCommand failed with exit code 143 on the host" in result.json["error"]["message"]
+    assert containers_of(docker_client, ws_id) == []
+
+
 def test_wait_for_outside_the_spec_is_refused(devsy, ws_id, guest_image, tmp_path: Path, docker_client):
     project = make_project(tmp_path / "p", {"image": guest_image, "waitFor": "postCreate"})
     result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)

@@ -48,7 +48,7 @@ def run_initialize_command(command: LifecycleCommand | None, folder: Path, works
             stop()
             raise
         forget()
-        return code
+        return 128 - code if code < 0 else code  # Popen's -N for a signal: the shell's 128+N, as in the guest
 
     run_hook(command, on_host, progress, where=f"on the host in {folder}",
              hint=f"fix initializeCommand in devcontainer.json (it runs on this host in {folder}), then run "
