@@ -114,3 +114,16 @@ def test_user_env_probe_set_is_a_warning_not_silence(devsy: DevsyCli, ws_id: str
     outcome = devsy.up(make_project(tmp_path / "probe", config), "--id", ws_id, *HOST_NET).json
     assert [w for w in outcome["warnings"] if w.startswith('userEnvProbe "loginInteractiveShell" is not applied')]
     assert [w for w in outcome["warnings"] if w.startswith("updateRemoteUserUID is not applied")]
+
+
+def test_a_config_broken_after_up_leaves_sessions_working_without_remote_env(
+        devsy: DevsyCli, values_ws: str, tmp_path: Path) -> None:
+    """Sessions re-read devcontainer.json for remoteEnv; an edit that breaks it must not lock the developer out of
+    the instance a failed `up` keeps (catalogue failure-cleanup/existing-preserved): the session runs, says so."""
+    (tmp_path / "values" / ".devcontainer" / "devcontainer.json").write_text('{"image": ')
+    for argv, env in ((["exec", values_ws, "--", "sh", "-c", VALUES], {}),
+                      (["ssh", values_ws, "--command", VALUES], {}), (["ssh", values_ws, "--command", VALUES], NO_MASTER)):
+        result = devsy.run(*argv, extra_env=env)
+        assert result.returncode == 0, (argv, env, result.text)
+        assert result.stdout.startswith(b"|"), (argv, result.stdout)  # X is remoteEnv's alone: not applied
+        assert "remoteEnv is not applied to this session" in result.text, result.text

@@ -18,7 +18,8 @@ from devsy.devcontainer.config_secrets import register_config_secrets
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.devcontainer.workspace_config import load_workspace_config
 from devsy.driver.base import Driver, ExecRequest
-from devsy.errors import WorkspaceError
+from devsy.errors import ConfigError, WorkspaceError
+from devsy.progress import Progress
 from devsy.workspace.paths import WorkspacePaths
 from devsy.workspace.record import WorkspaceRecord
 
@@ -54,7 +55,14 @@ def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
                           driver: Callable[[], Driver]) -> SessionEnv:
     """The remoteEnv a session of the workspace gets, from its devcontainer.json as it is now; `driver` is asked
     for only when ${containerEnv:...} needs the instance's environment."""
-    config = load_workspace_config(record.source, paths, record.id, record.config_path)
+    try:
+        config = load_workspace_config(record.source, paths, record.id, record.config_path)
+    except ConfigError as exc:
+        # The instance is still the developer's (a failed `up` keeps it, catalogue failure-cleanup): an edit that
+        # broke devcontainer.json, or a project folder that is gone, must not lock them out of their workspace.
+        # The session runs without remoteEnv, and says so once.
+        Progress().warn(f"remoteEnv is not applied to this session: {exc.message}")
+        return SessionEnv({})
     if config.substituted is not None:
         config = in_instance(driver(), record.id, config)
     return session_env(config)
