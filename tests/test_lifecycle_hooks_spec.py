@@ -11,7 +11,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from devsy.process_tree import start_time, stop_pid
+import pytest
+
+from devsy.process_tree import stop_pid
+from fixtures.process_observer import ObservedProcess, ProcessObserver
 from helpers.cli import DEVSY, HOST_NET, cli_env
 from helpers.engine import containers_of
 from helpers.projects import make_project
@@ -146,10 +149,20 @@ def test_an_up_killed_during_update_content_resumes_there(devsy, ws_id, guest_im
     assert (project / "post-create.log").read_text() == "run\n"
 
 
-def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> tuple[int, dict[int, int | None]]:
+def _on_host(argv: list[str]) -> tuple[int, bytes]:
+    done = subprocess.run(argv, capture_output=True, timeout=60)
+    return done.returncode, done.stdout
+
+
+_NONCE = "initialize-entry-7c1e"  # in each sleep's environment: what the observer recognises it by
+_EXECS = f"echo $$ > started.fifo; DEVSY_NONCE={_NONCE} exec sleep 600"  # the pid written keeps running
+_FORKS = f"DEVSY_NONCE={_NONCE} sleep 600 & echo $! > started.fifo; wait"  # the shell's child, a stop of it leaves
+
+
+def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> tuple[int, list[ObservedProcess]]:
     """Start `devsy up`, wait (bounded) until `count` host commands wrote their pid to the project's FIFO, then
     SIGINT devsy alone (its own session: no terminal reaches the commands); devsy's exit status (-1: it did not end
-    within 60 s) and those processes' {pid: start time}."""
+    within 60 s) and those processes."""
     started = project / "started.fifo"
     os.mkfifo(started)
     signal_fd = os.open(started, os.O_RDWR | os.O_NONBLOCK)  # never blocks a writer; select sees only real data
@@ -161,12 +174,12 @@ def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> 
             ready, _, _ = select.select([signal_fd], [], [], max(0.0, deadline - time.monotonic()))
             assert ready, f"{count} initializeCommand entries did not start within 120 s (got {data!r})"
             data += os.read(signal_fd, 4096)
-        pids = {int(line): start_time(int(line)) for line in data.split()}
+        observed = [OBSERVER.identify(int(line), _NONCE) for line in data.split()]
         proc.send_signal(signal.SIGINT)
         try:
-            return proc.wait(timeout=60), pids
+            return proc.wait(timeout=60), observed
         except subprocess.TimeoutExpired:
-            return -1, pids
+            return -1, observed
     finally:
         os.close(signal_fd)
         if proc.poll() is None:
@@ -174,15 +187,20 @@ def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> 
             proc.wait(timeout=30)
 
 
-def test_ctrl_c_stops_every_parallel_initialize_command_entry(devsy, ws_id, guest_image, tmp_path, docker_client):
-    entry = "echo $$ > started.fifo; exec sleep 600"  # exec: the pid written is the one that keeps running
-    project = make_project(tmp_path / "p", {"image": guest_image, "initializeCommand": {"a": entry, "b": entry}})
-    code, started = _interrupt_up_once_started(devsy, ws_id, project, 2)
+OBSERVER = ProcessObserver(_on_host)
+
+
+@pytest.mark.parametrize(("initialize", "count"), [({"a": _EXECS, "b": _EXECS}, 2), (_FORKS, 1),
+                                                   ({"a": _FORKS, "b": _FORKS}, 2)], ids=["parallel", "child", "both"])
+def test_ctrl_c_stops_every_initialize_command_process(devsy, ws_id, guest_image, tmp_path, docker_client,
+                                                       initialize, count):
+    project = make_project(tmp_path / "p", {"image": guest_image, "initializeCommand": initialize})
+    code, observed = _interrupt_up_once_started(devsy, ws_id, project, count)
     try:
         assert code == 128 + signal.SIGINT, "devsy up did not end within 60 s of its SIGINT (it waited for the entries)"
-        left = [pid for pid, begun in started.items() if begun is not None and start_time(pid) == begun]
-        assert left == [], "an entry outlived the interrupted up"
+        # devsy has reaped what it stopped; an orphan's zombie may wait a moment for its new parent's reap.
+        assert OBSERVER.wait_dead(observed, timeout=10) == [], "an entry's process outlived the interrupted up"
         assert containers_of(docker_client, ws_id) == []
     finally:
-        for pid, begun in started.items():
-            stop_pid(pid, begun, group=False, grace=0)
+        for process in observed:
+            stop_pid(process.pid, process.start_time, group=False, grace=0)

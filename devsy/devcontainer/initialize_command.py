@@ -27,15 +27,17 @@ def run_initialize_command(command: LifecycleCommand | None, folder: Path, works
 
     def on_host(argv: list[str], stream: BinaryIO, cancel: CancelToken) -> int:
         try:
+            # A process group of its own, so that a stop reaches what the entry started too (a grandchild would
+            # survive and hold the output pipe open); no session of its own: the entry keeps the user's terminal.
             proc = subprocess.Popen(argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # noqa: S603
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT, process_group=0)
         except OSError as exc:  # an array form names a program the host does not have
             stream.write(f"cannot run {argv[0]}: {exc.strerror}\n".encode())
             return _CANNOT_RUN
         # Interrupted, no entry may outlive the `up` that started it: Ctrl-C reaches only the main thread, which runs
         # an entry of the string or array form here, and run_hook cancels the entries of the object form.
         def stop() -> None:
-            process_tree.stop_child(proc, group=False, grace=_STOP_GRACE_S)
+            process_tree.stop_child(proc, group=True, grace=_STOP_GRACE_S)
 
         forget = cancel.on_cancel(stop)
         try:
