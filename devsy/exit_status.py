@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
-from devsy.driver.base import ExecResult
+if TYPE_CHECKING:  # only for the annotation: the SSH client imports this module and not the driver layer
+    from devsy.driver.base import ExecResult
 
 _UNKNOWN_SIGNAL_EXIT = 255
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import struct
 
 from devsy.errors import UsageError
+from devsy.exit_status import signal_number
 
 MUX_VERSION = 2  # part of the address: a devsy with another protocol never talks to this master (2: pings in sessions)
 DISABLE_ENV = "DEVSY_SSH_MUX"  # "0": every `devsy ssh` makes its own connection (no master); "1" (default): a master
@@ -148,6 +148,6 @@ class MessageStream:
 def exit_code_for(status: int | None, signal_name: str) -> int:
     """What `devsy ssh` exits with: the status, 128+n for signal n, 255 when the guest reported neither."""
     if signal_name:
-        number = getattr(signal.Signals, f"SIG{signal_name}", None)
-        return 128 + int(number) if number is not None else 255
+        number = signal_number(signal_name)
+        return 128 + number if number is not None else 255
     return 255 if status is None else status
