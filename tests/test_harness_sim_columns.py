@@ -167,10 +167,10 @@ def harness_env() -> Iterator[dict[str, str]]:
     env.pop("MSB_PATH", None)
     env.pop("MSB_LIBKRUNFW_PATH", None)
     yield env | {"_ROOT": str(root)}
-    # The controller sweeps each run at its end; this catches what an interrupted one left (by run id only: other
-    # harness runs on this host are not ours).
-    for report in root.glob("report*/report.json"):
-        run_id = json.loads(report.read_text())["run_id"]
+    # The controller sweeps each run at its end; this catches what an interrupted one left, a run that wrote no
+    # report too: by the run ids under this private root only (other harness runs on this host are not ours).
+    runs = root / "h" / "runs"
+    for run_id in sorted(p.name for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []:
         subprocess.run([sys.executable, "-m", "harness", "sweep", "--run-id", run_id], env=env, cwd=ROOT,
                        capture_output=True, timeout=300)
     shutil.rmtree(root, ignore_errors=True)
