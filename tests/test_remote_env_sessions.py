@@ -110,9 +110,8 @@ def test_null_unsets_in_sessions_and_hooks(devsy: DevsyCli, null_ws: str, docker
 
 def test_user_env_probe_set_is_a_warning_not_silence(devsy: DevsyCli, ws_id: str, guest_image: str,
                                                      tmp_path: Path) -> None:
-    config = {"image": guest_image, "userEnvProbe": "loginInteractiveShell", "updateRemoteUserUID": True}
+    config = {"image": guest_image, "updateRemoteUserUID": True}
     outcome = devsy.up(make_project(tmp_path / "probe", config), "--id", ws_id, *HOST_NET).json
-    assert [w for w in outcome["warnings"] if w.startswith('userEnvProbe "loginInteractiveShell" is not applied')]
     assert [w for w in outcome["warnings"] if w.startswith("updateRemoteUserUID is not applied")]
 
 

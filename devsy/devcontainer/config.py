@@ -29,6 +29,8 @@ from devsy.devcontainer.variables import (
 from devsy.driver.base import GpuRequirement, HostRequirements, Mount
 from devsy.errors import ConfigError
 
+USER_ENV_PROBES = ("none", "loginShell", "interactiveShell", "loginInteractiveShell")
+DEFAULT_USER_ENV_PROBE = "loginInteractiveShell"  # the spec's default
 CONFIG_LOCATIONS = (Path(".devcontainer") / "devcontainer.json", Path(".devcontainer.json"))
 # The spec's top-level properties (devcontainers/spec schemas/devContainer.base.schema.json) that devsy reads.
 _READ = frozenset({
@@ -108,6 +110,7 @@ class DevContainerConfig:
     post_start_command: LifecycleCommand | None = None
     post_attach_command: LifecycleCommand | None = None
     wait_for: str = DEFAULT_WAIT_FOR
+    user_env_probe: str = DEFAULT_USER_ENV_PROBE  # how sessions and hooks get the user's shell environment
     # The substituted devcontainer.json when it still holds ${containerEnv:...} (see resolve_container_env).
     substituted: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -263,10 +266,6 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         )
     workspace_mount = raw.get("workspaceMount")
     warnings: list[str] = []
-    if raw.get("userEnvProbe") not in (None, "none"):
-        # Not implemented: sessions get the container's environment plus remoteEnv, no probed login shell's.
-        warnings.append(f'userEnvProbe "{raw["userEnvProbe"]}" is not applied: sessions and hooks get the '
-                        "container's environment and remoteEnv, not the environment a login shell would set up")
     if raw.get("updateRemoteUserUID") is True:
         # Not implemented (issue 16 item 5): asked for explicitly, it must not pass as done.
         warnings.append('updateRemoteUserUID is not applied: the remote user keeps the uid and gid the image gives '
@@ -291,9 +290,19 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         security_opt=_str_list(raw, "securityOpt", path),
         privileged=_opt_tristate(raw, "privileged", path),
         init=_opt_tristate(raw, "init", path),
+        user_env_probe=_user_env_probe(raw.get("userEnvProbe"), path),
         warnings=warnings,
         **_lifecycle_fields(raw, path),
     )
+
+
+def _user_env_probe(value: object, path: Path) -> str:
+    if value is None:
+        return DEFAULT_USER_ENV_PROBE
+    if value not in USER_ENV_PROBES:
+        raise ConfigError(f'{path}: "userEnvProbe" must be one of {", ".join(USER_ENV_PROBES)}, not {value!r}',
+                          hint=f'use "{DEFAULT_USER_ENV_PROBE}" (the default) or "none" for no probe')
+    return str(value)
 
 
 def _lifecycle_fields(raw: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -3,29 +3,28 @@
 The values are never stored by devsy: every session re-reads devcontainer.json (as the reference CLI's `exec` does),
 so a remoteEnv that holds a secret is not copied into the workspace record. ${containerEnv:...} is resolved from the
 instance's own environment, read once per command and only when the config refers to it (it costs an exec).
+Under remoteEnv a session gets userEnvProbe's result, which `up` stored (user_env_probe.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from devsy.devcontainer.config import DevContainerConfig, resolve_container_env
 from devsy.devcontainer.config_secrets import register_config_secrets
+from devsy.devcontainer.instance_env import read_instance_env
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.devcontainer.user_env_probe import stored_user_env
 from devsy.devcontainer.workspace_config import load_workspace_config
 from devsy.driver.base import Driver, ExecRequest
-from devsy.errors import ConfigError, WorkspaceError
+from devsy.errors import ConfigError
 from devsy.progress import Progress
 from devsy.workspace.paths import WorkspacePaths
 from devsy.workspace.record import WorkspaceRecord
 
-# The environment the instance was started with (the reference reads the container's configured env, `docker
-# inspect`'s Config.Env; pid 1's initial environment is that, on every driver, with no engine API of its own).
-_READ_ENV = ["cat", "/proc/1/environ"]
 # The name of the SSH env request that asks the guest agent to unset names (newline-separated) in a session.
 UNSET_REQUEST = "DEVSY_UNSET_ENV"
 # The guest agent's variable carrying its sessions' remoteEnv when the SSH client is OpenSSH (agent/guest/process.py).
@@ -65,7 +64,8 @@ def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
         return SessionEnv({})
     if config.substituted is not None:
         config = in_instance(driver(), record.id, config)
-    return session_env(config)
+    env = session_env(config)
+    return SessionEnv({**stored_user_env(record, config.user_env_probe), **env.values}, env.unset)
 
 
 def ssh_env(env: SessionEnv, explicit: dict[str, str]) -> dict[str, str]:
@@ -75,29 +75,11 @@ def ssh_env(env: SessionEnv, explicit: dict[str, str]) -> dict[str, str]:
     return {**env.under(explicit), **({UNSET_REQUEST: "\n".join(unset)} if unset else {})}
 
 
-def read_container_env(driver: Driver, workspace_id: str) -> dict[str, str]:
-    """The instance's environment as it was started (pid 1's), read through the driver as root."""
-    out, err = io.BytesIO(), io.BytesIO()
-    result = driver.exec(workspace_id, ExecRequest(argv=list(_READ_ENV), stdout=out, stderr=err, user="root"))
-    if result.exit_code != 0:
-        raise WorkspaceError(
-            f"cannot read the environment of workspace {workspace_id} for ${{containerEnv:...}} in devcontainer.json "
-            f"(`{' '.join(_READ_ENV)}` exited with {result.exit_code})",
-            hint="the image needs `cat` and a /proc; or write the value in remoteEnv without ${containerEnv:...}",
-        )
-    env: dict[str, str] = {}
-    for entry in out.getvalue().split(b"\0"):
-        name, sep, value = entry.decode("utf-8", "surrogateescape").partition("=")
-        if sep and name:
-            env[name] = value
-    return env
-
-
 def in_instance(driver: Driver, workspace_id: str, config: DevContainerConfig) -> DevContainerConfig:
     """`config` as it applies inside the running instance: ${containerEnv:...} resolved, and remoteEnv's nulls
     unset for every lifecycle hook in the guest (through `env -u`, which only a null asks for)."""
     if config.substituted is not None:
-        config = resolve_container_env(config, read_container_env(driver, workspace_id))
+        config = resolve_container_env(config, read_instance_env(driver, workspace_id, "${containerEnv:...} in devcontainer.json"))
         register_config_secrets(config)  # the resolved values are what sessions and hooks are given
     if not config.remote_env_unset:
         return config

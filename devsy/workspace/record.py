@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 RECORD_VERSION = 1
 _SOURCE_KINDS = ("local", "git", "image")
 _STRING_FIELDS = ("id", "uid", "source_kind", "source_value", "provider", "created_at", "ssh_config")
-_OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path", "create_hooks_attempt")
+_OPTIONAL_STRING_FIELDS = ("remote_user", "workspace_folder", "config_path", "create_hooks_attempt", "user_env_key")
 
 
 def _takes_args_option(provider: str) -> bool:
@@ -71,6 +71,10 @@ class WorkspaceRecord:
     # label names another attempt, or whose hooks are not all listed, did not finish them: `up` runs the rest.
     create_hooks_attempt: str = ""
     create_hooks_done: list[str] = field(default_factory=list)
+    # userEnvProbe's result (devcontainer/user_env_probe.py): what the remote user's shell adds to the instance's
+    # environment, for `user_env_key` (create attempt, remote user, probe mode); never a value devsy passes.
+    user_env: dict[str, str] = field(default_factory=dict)
+    user_env_key: str = ""
 
     @classmethod
     def new(
@@ -120,6 +124,9 @@ class WorkspaceRecord:
         done = data.get("create_hooks_done", [])
         if not isinstance(done, list) or not all(isinstance(name, str) for name in done):
             raise ValueError("field 'create_hooks_done' is not a list of strings")
+        user_env = data.get("user_env", {})
+        if not isinstance(user_env, dict) or not all(isinstance(v, str) for v in user_env.values()):
+            raise ValueError("field 'user_env' is not an object of strings")
         options = data.get("provider_options", {})
         if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
             raise ValueError("field 'provider_options' is not an object of strings")
@@ -142,6 +149,8 @@ class WorkspaceRecord:
             config_path=data.get("config_path", ""),
             create_hooks_attempt=data.get("create_hooks_attempt", ""),
             create_hooks_done=list(done),
+            user_env=dict(user_env),
+            user_env_key=data.get("user_env_key", ""),
         )
 
     @classmethod
