@@ -159,9 +159,10 @@ _EXECS = f"echo $$ > started.fifo; DEVSY_NONCE={_NONCE} exec sleep 600"  # the p
 _FORKS = f"DEVSY_NONCE={_NONCE} sleep 600 & echo $! > started.fifo; wait"  # the shell's child, a stop of it leaves
 
 
-def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> tuple[int, list[ObservedProcess]]:
+def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int,
+                               signum: int = signal.SIGINT) -> tuple[int, list[ObservedProcess]]:
     """Start `devsy up`, wait (bounded) until `count` host commands wrote their pid to the project's FIFO, then
-    SIGINT devsy alone (its own session: no terminal reaches the commands); devsy's exit status (-1: it did not end
+    send `signum` to devsy alone (its own session: no terminal reaches the commands); devsy's exit status (-1: it did not end
     within 60 s) and those processes."""
     started = project / "started.fifo"
     os.mkfifo(started)
@@ -175,7 +176,7 @@ def _interrupt_up_once_started(devsy, ws_id: str, project: Path, count: int) -> 
             assert ready, f"{count} initializeCommand entries did not start within 120 s (got {data!r})"
             data += os.read(signal_fd, 4096)
         observed = [OBSERVER.identify(int(line), _NONCE) for line in data.split()]
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         try:
             return proc.wait(timeout=60), observed
         except subprocess.TimeoutExpired:
@@ -201,6 +202,21 @@ def test_ctrl_c_stops_every_initialize_command_process(devsy, ws_id, guest_image
         # devsy has reaped what it stopped; an orphan's zombie may wait a moment for its new parent's reap.
         assert OBSERVER.wait_dead(observed, timeout=10) == [], "an entry's process outlived the interrupted up"
         assert containers_of(docker_client, ws_id) == []
+    finally:
+        for process in observed:
+            stop_pid(process.pid, process.start_time, group=False, grace=0)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_end_up_as_ctrl_c_does(devsy, ws_id, guest_image, tmp_path, docker_client, signum):
+    """A `kill` or a closed terminal during initializeCommand: its processes stopped, nothing left, 128+N."""
+    project = make_project(tmp_path / "p", {"image": guest_image, "initializeCommand": {"a": _FORKS}})
+    code, observed = _interrupt_up_once_started(devsy, ws_id, project, 1, signum)
+    try:
+        assert code == 128 + signum, f"devsy up did not end within 60 s of its {signum!r} (exit {code})"
+        assert OBSERVER.wait_dead(observed, timeout=10) == [], "an entry's process outlived the terminated up"
+        assert containers_of(docker_client, ws_id) == []
+        assert not (devsy.home / "workspaces" / ws_id).exists(), "the terminated first up left its record"
     finally:
         for process in observed:
             stop_pid(process.pid, process.start_time, group=False, grace=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -148,6 +149,25 @@ def _dispatch(args: argparse.Namespace) -> int:
     return commands.dispatch(args)
 
 
+# What else ends a command the way Ctrl-C does: a service manager's stop, a `kill`, a closed terminal.
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+# Commands whose sessions handle every signal themselves (`exec` in commands.cancellable, `ssh` in its client).
+_OWN_SIGNALS = ("exec", "ssh")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM/SIGHUP, raised like Ctrl-C's KeyboardInterrupt so every command unwinds through the same path:
+    `up` stops the host commands it started and removes what it had created instead of dying mid-way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise _Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     head, guest_command = _split_guest_command(list(sys.argv[1:] if argv is None else argv))
     args = build_parser(head).parse_args(head)
@@ -156,17 +176,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.home is not None:
         os.environ["DEVSY_HOME"] = str(args.home)  # one source of truth for this process and its helpers
     as_json = getattr(args, "json", False)
+    if args.command not in _OWN_SIGNALS:
+        for signum in _TERMINATING:
+            signal.signal(signum, _raise_terminated)
     try:
         return _dispatch(args)
     except DevsyError as exc:
         from devsy.cli.outcome import emit_error
 
         return emit_error(args.command, as_json, redact_error(exc))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         from devsy.cli.outcome import emit_error
 
-        return emit_error(args.command, as_json,
-                          Cancelled("interrupted", hint="rerun the command; anything it had created was removed"))
+        cancelled = Cancelled("interrupted", hint="rerun the command; anything it had created was removed")
+        if isinstance(interrupt, _Terminated):  # the shell's convention: 128+N for signal N (Ctrl-C's is 130)
+            cancelled.message = f"interrupted by {signal.Signals(interrupt.signum).name}"
+            cancelled.exit_code = 128 + interrupt.signum
+        return emit_error(args.command, as_json, cancelled)
 
 
 if __name__ == "__main__":
