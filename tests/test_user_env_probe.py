@@ -44,9 +44,14 @@ def _in_container(docker_client, workspace_id: str, command: str) -> str:
 
 def test_login_shell_environment_reaches_hooks_exec_and_ssh(devsy: DevsyCli, ws_id: str, guest_image: str,
                                                              tmp_path: Path, docker_client) -> None:
-    project = _project(tmp_path / "p", guest_image, {"onCreateCommand": f"{PROBED} > /tmp/on-create"})
+    project = _project(tmp_path / "p", guest_image, {"onCreateCommand": f"{PROBED} > /tmp/on-create",
+                                                     "postStartCommand": f"{PROBED} >> /tmp/post-start"})
     devsy.up(project, "--id", ws_id, *HOST_NET)
     assert _in_container(docker_client, ws_id, "cat /tmp/on-create") == "/opt/tool|yes|/opt/tool/bin/mytool\n"
+    # `devsy start` runs postStartCommand with the probe `up` stored.
+    assert devsy.run("stop", ws_id).returncode == 0
+    assert devsy.run("start", ws_id).returncode == 0
+    assert _in_container(docker_client, ws_id, "cat /tmp/post-start") == "/opt/tool|yes|/opt/tool/bin/mytool\n" * 2
     result = devsy.run("exec", ws_id, "--", "sh", "-c", PROBED)
     assert result.returncode == 0, result.text
     assert result.stdout == b"/opt/tool|yes|/opt/tool/bin/mytool\n"

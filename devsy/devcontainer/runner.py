@@ -16,7 +16,7 @@ from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
 from devsy.devcontainer.initialize_command import run_initialize_command
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.session_env import in_instance
-from devsy.devcontainer.user_env_probe import ensure_user_env
+from devsy.devcontainer.user_env_probe import ensure_user_env, with_user_env
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config, remote_user, workspace_mount
 from devsy.driver.base import (
     LABEL_CREATE_ATTEMPT,
@@ -241,9 +241,8 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
     each one's completion on disk before the next starts, so a killed `up` leaves the next one exactly the hooks
     still to run; then postStart (with `start`) and postAttach."""
     config = in_instance(driver, record.id, config)  # ${containerEnv:...} and remoteEnv nulls (session_env.py)
-    probed = ensure_user_env(driver, record, create_attempt=create_attempt, user=user, mode=config.user_env_probe,
-                             progress=progress)  # userEnvProbe: under remoteEnv, as in sessions
-    config = dataclasses.replace(config, remote_env={**probed, **config.remote_env})
+    config = with_user_env(config, ensure_user_env(driver, record, create_attempt=create_attempt, user=user,
+                                                   mode=config.user_env_probe, progress=progress))
     if not create:
         run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start)
         return

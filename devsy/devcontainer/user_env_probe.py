@@ -13,12 +13,14 @@ holds a value devsy passes as environment (a secret) is used by this `up`'s hook
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import secrets
 import threading
 from dataclasses import dataclass
 
+from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.instance_env import read_instance_env
 from devsy.driver.base import Driver, ExecRequest
 from devsy.errors import WorkspaceError
@@ -49,6 +51,11 @@ def stored_user_env(record: WorkspaceRecord, mode: str) -> dict[str, str]:
     if mode == "none" or record.user_env_key.split(":")[1:] != [record.remote_user, mode]:
         return {}
     return dict(record.user_env)
+
+
+def with_user_env(config: DevContainerConfig, user_env: dict[str, str]) -> DevContainerConfig:
+    """`config` whose hooks get `user_env` under remoteEnv (remoteEnv's own values win, as in sessions)."""
+    return dataclasses.replace(config, remote_env={**user_env, **config.remote_env})
 
 
 def probe_key(create_attempt: str, user: str, mode: str) -> str:

@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 from devsy.devcontainer.hooks import run_start_hooks
 from devsy.devcontainer.session_env import apply_to_exec, in_instance, workspace_session_env
+from devsy.devcontainer.user_env_probe import stored_user_env, with_user_env
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config
 from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
 from devsy.driver.registry import make_driver
@@ -77,7 +78,8 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
             with progress.step(f"starting workspace {ws.record.id}"):
                 ws.driver.start(ws.record.id)
             config = load_workspace_config(ws.record.source, ws.paths, ws.record.id, ws.record.config_path)
-            config = in_instance(ws.driver, ws.record.id, config)
+            config = with_user_env(in_instance(ws.driver, ws.record.id, config),
+                                   stored_user_env(ws.record, config.user_env_probe))
             run_start_hooks(ws.driver, ws.record.id, config, user=ws.record.remote_user, progress=progress)
         return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
 
