@@ -97,6 +97,11 @@ setup_venv() {
         fi
         "$PYTHON" -m venv .venv
     fi
+    # tests/test_update_remote_user_uid.py runs devsy as a non-root user: the interpreter must be reachable by
+    # others (a pyenv Python under root's 0700 home is not). Search permission on its folders only: nothing listed.
+    local dir
+    dir=$(dirname "$(readlink -f .venv/bin/python)")
+    while [[ "$dir" != / ]]; do chmod o+x "$dir"; dir=$(dirname "$dir"); done
     log "venv: pip install -e '.[test,dev]'"
     timeout 600 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,dev]'
 }

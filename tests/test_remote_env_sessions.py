@@ -108,13 +108,6 @@ def test_null_unsets_in_sessions_and_hooks(devsy: DevsyCli, null_ws: str, docker
     assert devsy.run("exec", "--env", "GONE=back", null_ws, "--", "sh", "-c", GONE).stdout == b"back\n"
 
 
-def test_user_env_probe_set_is_a_warning_not_silence(devsy: DevsyCli, ws_id: str, guest_image: str,
-                                                     tmp_path: Path) -> None:
-    config = {"image": guest_image, "updateRemoteUserUID": True}
-    outcome = devsy.up(make_project(tmp_path / "probe", config), "--id", ws_id, *HOST_NET).json
-    assert [w for w in outcome["warnings"] if w.startswith("updateRemoteUserUID is not applied")]
-
-
 def test_a_config_broken_after_up_leaves_sessions_working_without_remote_env(
         devsy: DevsyCli, values_ws: str, tmp_path: Path) -> None:
     """Sessions re-read devcontainer.json for remoteEnv; an edit that breaks it must not lock the developer out of

@@ -111,6 +111,7 @@ class DevContainerConfig:
     post_attach_command: LifecycleCommand | None = None
     wait_for: str = DEFAULT_WAIT_FOR
     user_env_probe: str = DEFAULT_USER_ENV_PROBE  # how sessions and hooks get the user's shell environment
+    update_remote_user_uid: bool = True  # the spec's default on Linux (update_uid.py)
     # The substituted devcontainer.json when it still holds ${containerEnv:...} (see resolve_container_env).
     substituted: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -266,10 +267,6 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         )
     workspace_mount = raw.get("workspaceMount")
     warnings: list[str] = []
-    if raw.get("updateRemoteUserUID") is True:
-        # Not implemented (issue 16 item 5): asked for explicitly, it must not pass as done.
-        warnings.append('updateRemoteUserUID is not applied: the remote user keeps the uid and gid the image gives '
-                        "it, so files it creates in a bind-mounted workspace are not owned by your host user")
     return DevContainerConfig(
         path=path,
         workspace_folder=workspace_folder,
@@ -291,6 +288,7 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         privileged=_opt_tristate(raw, "privileged", path),
         init=_opt_tristate(raw, "init", path),
         user_env_probe=_user_env_probe(raw.get("userEnvProbe"), path),
+        update_remote_user_uid=_opt_bool(raw, "updateRemoteUserUID", path, default=True),
         warnings=warnings,
         **_lifecycle_fields(raw, path),
     )

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections import deque
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 import docker
 import docker.errors
@@ -135,19 +135,23 @@ def _build(client: docker.DockerClient, build: BuildConfig, workspace_id: str, n
 
 def _run_build(client: docker.DockerClient, build: BuildConfig, archive: IO[bytes], tag: str, network_mode: str,
                progress: Progress) -> None:
+    engine_build(client, tag, network_mode, progress, failed=f"building image {tag} failed",
+                 hint="fix the Dockerfile", fileobj=archive, custom_context=True, dockerfile=DOCKERFILE_NAME,
+                 buildargs=build.args or None, target=build.target)
+
+
+def engine_build(client: docker.DockerClient, tag: str, network_mode: str, progress: Progress, *, failed: str,
+                 hint: str, **build: Any) -> None:
+    """One image build on the host's engine, its output shown as it comes; a failure is an ImageError (`failed`:
+    the engine's message, then `hint` and the output's last 20 lines). `build`: the engine API's build arguments."""
     tail: deque[str] = deque(maxlen=20)
     with engine_errors(f"building image {tag}"):
-        stream = client.api.build(
-            fileobj=archive, custom_context=True, dockerfile=DOCKERFILE_NAME, tag=tag,
-            buildargs=build.args or None, target=build.target, rm=True, forcerm=True, decode=True,
-            network_mode=None if network_mode == "default" else network_mode,
-        )
+        stream = client.api.build(tag=tag, rm=True, forcerm=True, decode=True,
+                                  network_mode=None if network_mode == "default" else network_mode, **build)
         for event in stream:
             if "error" in event:
-                raise ImageError(
-                    f"building image {tag} failed: {engine_message(event['error'].strip())}",
-                    hint="fix the Dockerfile; the build output ended with:\n" + "".join(tail),
-                )
+                raise ImageError(f"{failed}: {engine_message(event['error'].strip())}",
+                                 hint=f"{hint}; the build output ended with:\n" + "".join(tail))
             text = event.get("stream", "")
             if text:
                 tail.append(text)

@@ -12,8 +12,9 @@ from pathlib import Path
 from devsy.devcontainer.backend_settings import backend_warnings
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hooks import create_hooks_complete, run_up_hooks
-from devsy.devcontainer.image_prepare import prepare_image, remove_built_images
+from devsy.devcontainer.image_prepare import PreparedImage, prepare_image, remove_built_images
 from devsy.devcontainer.initialize_command import run_initialize_command
+from devsy.devcontainer.update_uid import host_ids, needs_uid_layer, uid_layer
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.session_env import in_instance
 from devsy.devcontainer.user_env_probe import ensure_user_env, with_user_env
@@ -25,6 +26,7 @@ from devsy.driver.base import (
     ContainerDetails,
     Driver,
     ExecRequest,
+    Mount,
     RunOptions,
 )
 from devsy.driver.registry import (
@@ -32,6 +34,7 @@ from devsy.driver.registry import (
     backend_pulls_images,
     make_driver,
     network_mode_of,
+    row_for,
     validate_provider,
 )
 from devsy.driver.reuse import Ownership
@@ -207,6 +210,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
                           progress=progress, backend_pulls=backend_pulls_images(driver.name))
     user = remote_user(config, image.user)
     mount = workspace_mount(config, folder, user)
+    image = _with_host_ids(image, config, record, user, mount.mount, driver, progress)
     create_attempt = secrets.token_hex(8)
     options = RunOptions(
         image=image.ref, image_built_locally=image.built_locally, user=config.container_user or "",
@@ -228,6 +232,26 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     _run_up_hooks(driver, record, create_attempt, config, user, paths, attempt, progress, create=True, start=True)
     record.remote_user = user
     return instance, False
+
+
+def _with_host_ids(image: PreparedImage, config: DevContainerConfig, record: WorkspaceRecord, user: str,
+                   workspace: Mount, driver: Driver, progress: Progress) -> PreparedImage:
+    """updateRemoteUserUID (update_uid.py): the image with the remote user's ids made the host user's, where the
+    provider runs images from this host's Docker engine; MicroSandbox's mount shows the workspace as the remote
+    user's already; any other provider is told it is not applied."""
+    ids = host_ids()
+    if not needs_uid_layer(config.update_remote_user_uid, user, workspace, ids):
+        return image
+    assert ids is not None  # needs_uid_layer checked it
+    row = row_for(record.provider)
+    if row.backend == "microsandbox":
+        return image
+    if row.kind == "remote" or row.backend != "docker":
+        progress.warn(f"updateRemoteUserUID is not applied on provider {record.provider}: it cannot be given an "
+                      f"image layer built on this host, so {user} keeps the image's uid and gid")
+        return image
+    return uid_layer(image, user, ids, record.id,
+                     network_mode=network_mode_of(driver.name, record.provider_options), progress=progress)
 
 
 def _create_hooks_done(record: WorkspaceRecord, create_attempt: str) -> bool:
