@@ -81,3 +81,10 @@ def test_empty_source_is_rejected(tmp_path: Path) -> None:
 def test_redact_url_strips_userinfo_everywhere() -> None:
     text = "fatal: https://user:pa55@h/x and ssh://tok@h2/y but git@h3:z stays"
     assert redact_url(text) == "fatal: https://h/x and ssh://h2/y but git@h3:z stays"
+
+
+def test_a_path_that_cannot_be_looked_at_is_a_usage_error(tmp_path: Path) -> None:
+    # The system's own refusal (ENAMETOOLONG here; EACCES for a non-root user on a folder it may not search) is
+    # told as what it is, never a traceback.
+    with pytest.raises(UsageError, match="cannot be looked at: File name too long"):
+        parse_source("x" * 300 + "/sub", tmp_path)

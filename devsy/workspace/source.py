@@ -58,9 +58,14 @@ def parse_source(text: str, cwd: Path) -> Source:
     if "\0" in text:
         raise UsageError(f"the workspace source {text!r} contains a NUL byte", "pass a folder path or an image")
     path = (cwd / Path(text).expanduser()).resolve()
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:  # e.g. a folder on the way devsy (your user) may not search, or a name too long
+        raise UsageError(f"the workspace source {text!r} cannot be looked at: {exc.strerror} ({path})",
+                         "check the folder's permissions for your user, or pass another folder") from exc
+    if is_dir:
         return Source("local", str(path))
-    if path.exists():
+    if exists:
         raise UsageError(
             f"the workspace source {text!r} is a file, not a folder",
             "pass the folder that contains the project (and its .devcontainer), not a file in it",
