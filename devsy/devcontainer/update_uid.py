@@ -27,7 +27,10 @@ from devsy.progress import Progress
 
 # POSIX sh with cut, grep, sed and chown only: the tools every image that has users has.
 _UPDATE_SCRIPT = r"""set -e
-line=$(grep "^${REMOTE_USER}:" /etc/passwd || true)
+# The name compared as a string, not a pattern: a '.' in it must not match another user's line.
+line=""
+while IFS= read -r entry; do if [ "${entry%%:*}" = "$REMOTE_USER" ]; then line=$entry; break; fi; done < /etc/passwd
+name_re=$(printf '%s\n' "$REMOTE_USER" | sed 's/[].[*^$\/]/\\&/g')
 if [ -z "$line" ]; then echo "devsy: user ${REMOTE_USER} is not in /etc/passwd: ids not updated"; exit 0; fi
 old_uid=$(echo "$line" | cut -d: -f3); old_gid=$(echo "$line" | cut -d: -f4); home=$(echo "$line" | cut -d: -f6)
 if [ "$old_uid" = "$NEW_UID" ] && [ "$old_gid" = "$NEW_GID" ]; then echo "devsy: ids already $NEW_UID:$NEW_GID"; exit 0; fi
@@ -39,7 +42,7 @@ gid=$NEW_GID
 group=$(cut -d: -f1,3 /etc/group | grep ":${NEW_GID}\$" | cut -d: -f1 | head -n 1 || true)
 if [ "$old_gid" != "$NEW_GID" ] && [ -n "$group" ]; then echo "devsy: gid $NEW_GID belongs to $group: gid kept"; gid=$old_gid; fi
 echo "devsy: ${REMOTE_USER} $old_uid:$old_gid -> $NEW_UID:$gid"
-sed -i "s/^\(${REMOTE_USER}:[^:]*:\)[^:]*:[^:]*:/\1${NEW_UID}:${gid}:/" /etc/passwd
+sed -i "s/^\(${name_re}:[^:]*:\)[^:]*:[^:]*:/\1${NEW_UID}:${gid}:/" /etc/passwd
 if [ "$old_gid" != "$gid" ]; then sed -i "s/^\([^:]*:[^:]*:\)${old_gid}:/\1${gid}:/" /etc/group; fi
 if [ -d "$home" ]; then chown -R "${NEW_UID}:${gid}" "$home"; fi
 """
