@@ -11,7 +11,7 @@ from devsy.workspace.paths import devsy_home, workspace_paths
 
 
 def run_ssh_command(args: argparse.Namespace) -> int:
-    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env))
+    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env), args.user)
     use_master = mux_enabled()
     persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
     if not args.stdio and use_master:
@@ -30,7 +30,7 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     return cancellable(lambda cancel: run_ssh(devsy_home(), options, cancel))
 
 
-def _session_env(workspace: str, explicit: dict[str, str]) -> dict[str, str]:
+def _session_env(workspace: str, explicit: dict[str, str], user: str) -> dict[str, str]:
     """The session's env requests: the config's remoteEnv (re-read now, devsy stores none of it) under --env."""
     from devsy.devcontainer.session_env import ssh_env, workspace_session_env
     from devsy.driver.registry import make_driver
@@ -41,5 +41,6 @@ def _session_env(workspace: str, explicit: dict[str, str]) -> dict[str, str]:
     record = load_record(paths)
     if record is None:
         return explicit  # the session path says the workspace does not exist
-    remote = workspace_session_env(record, paths, lambda: make_driver(record.provider, record.provider_options))
+    remote = workspace_session_env(record, paths, lambda: make_driver(record.provider, record.provider_options),
+                                   user)
     return ssh_env(remote, explicit)

@@ -51,9 +51,9 @@ def session_env(config: DevContainerConfig) -> SessionEnv:
 
 
 def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
-                          driver: Callable[[], Driver]) -> SessionEnv:
-    """The remoteEnv a session of the workspace gets, from its devcontainer.json as it is now; `driver` is asked
-    for only when ${containerEnv:...} needs the instance's environment."""
+                          driver: Callable[[], Driver], user: str = "") -> SessionEnv:
+    """The remoteEnv a session of the workspace as `user` (default: the remote user) gets, from its devcontainer.json
+    as it is now; `driver` is asked for only when ${containerEnv:...} needs the instance's environment."""
     try:
         config = load_workspace_config(record.source, paths, record.id, record.config_path)
     except ConfigError as exc:
@@ -65,7 +65,10 @@ def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
     if config.substituted is not None:
         config = in_instance(driver(), record.id, config)
     env = session_env(config)
-    return SessionEnv({**stored_user_env(record, config.user_env_probe), **env.values}, env.unset)
+    # A remoteEnv null removes a probed variable too: the guest agent sets the values after removing the nulls.
+    probed = {name: value for name, value in stored_user_env(record, config.user_env_probe, user).items()
+              if name not in env.unset}
+    return SessionEnv({**probed, **env.values}, env.unset)
 
 
 def ssh_env(env: SessionEnv, explicit: dict[str, str]) -> dict[str, str]:

@@ -45,10 +45,12 @@ class ProbedEnv:
     stored: dict[str, str]  # the part the record may keep (no value devsy passes as environment)
 
 
-def stored_user_env(record: WorkspaceRecord, mode: str) -> dict[str, str]:
-    """What a session adds for userEnvProbe: the record's probe when it was made for the recorded remote user and
-    this mode (`up` probes each new instance; a session makes no round trip for it)."""
-    if mode == "none" or record.user_env_key.split(":")[1:] != [record.remote_user, mode]:
+def stored_user_env(record: WorkspaceRecord, mode: str, user: str = "") -> dict[str, str]:
+    """What a session as `user` (default: the remote user) adds for userEnvProbe: the record's probe when it was made
+    for the recorded remote user and this mode (`up` probes each new instance; a session makes no round trip for it).
+    Another user's session gets none: the probe is the remote user's shell (its HOME, its PATH without sbin)."""
+    if mode == "none" or user not in ("", record.remote_user) \
+            or record.user_env_key.split(":")[1:] != [record.remote_user, mode]:
         return {}
     return dict(record.user_env)
 

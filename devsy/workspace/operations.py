@@ -129,7 +129,7 @@ def exec_command(home: Path, raw_id: str, request: ExecRequest) -> ExecResult:
         request.user = ws.record.remote_user
     if not request.workdir:
         request.workdir = ws.record.workspace_folder
-    apply_to_exec(request, workspace_session_env(ws.record, ws.paths, lambda: ws.driver))  # remoteEnv, re-read now
+    apply_to_exec(request, workspace_session_env(ws.record, ws.paths, lambda: ws.driver, request.user))  # re-read now
     return ws.driver.exec(ws.record.id, request)
 
 
