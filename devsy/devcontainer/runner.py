@@ -224,10 +224,6 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     )
     if config.override_command:
         options.entrypoint, options.cmd = list(KEEP_ALIVE_ENTRYPOINT), list(KEEP_ALIVE_ARGS)
-    if attempt.on_disk.user_env_key:
-        # The probe on disk is the instance's being replaced: a killed up must not leave it to the new one's sessions.
-        attempt.on_disk = dataclasses.replace(attempt.on_disk, user_env={}, user_env_key="")
-        save_record(paths, attempt.on_disk)
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
     attempt.replaced_instance = found is not None
@@ -269,13 +265,8 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
     each one's completion on disk before the next starts, so a killed `up` leaves the next one exactly the hooks
     still to run; then postStart (with `start`) and postAttach."""
     config = in_instance(driver, record.id, config)  # ${containerEnv:...} and remoteEnv nulls (session_env.py)
-    probed_before = record.user_env_key
     config = with_user_env(config, ensure_user_env(driver, record, create_attempt=create_attempt, user=user,
                                                    mode=config.user_env_probe, progress=progress))
-    if record.user_env_key != probed_before:  # on disk at once, as the hook markers: sessions of a killed up's instance
-        attempt.on_disk = dataclasses.replace(attempt.on_disk, user_env=dict(record.user_env),
-                                              user_env_key=record.user_env_key)
-        save_record(paths, attempt.on_disk)
     if not create:
         run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start)
         return
