@@ -30,6 +30,7 @@ import docker.auth
 import docker.errors
 import docker.utils
 import requests
+import urllib3.exceptions
 
 from devsy.errors import ImageError
 from devsy.redaction import redact_url
@@ -154,6 +155,71 @@ def open_layers(ref: str, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[Ite
                for layer in reversed(layers))
 
 
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """An OCI artifact's manifest as read, and the digest of the bytes the registry sent (what pins it)."""
+
+    manifest: dict[str, Any]
+    digest: str
+
+
+class ArtifactReader:
+    """One artifact's manifest and blobs over one session (the registry's 401 challenge answered once), for
+    non-image artifacts such as Dev Container Features. Messages name `subject` (e.g. "Feature ID") and hint at
+    `name_hint` when the reference is wrong."""
+
+    def __init__(self, ref: str, *, subject: str, name_hint: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
+        self.ref = _parse(ref)
+        self.subject = subject
+        self._session = _RegistrySession(self.ref, timeout, subject=subject, name_hint=name_hint)
+
+    def __enter__(self) -> ArtifactReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._session.__exit__(*exc)
+
+    def manifest(self, accept: tuple[str, ...] = (OCI_MANIFEST,)) -> Artifact:
+        """The manifest of the reference. Its digest is the sha256 of the bytes received, so a reference by digest
+        is checked against what was sent (a registry cannot substitute another manifest)."""
+        response = self._session._authorized_get(f"manifests/{self.ref.reference}", accept, "manifest")
+        body = self._session._json(response, "manifest")
+        digest = "sha256:" + hashlib.sha256(response.content).hexdigest()
+        if _DIGEST.fullmatch(self.ref.reference) and digest != self.ref.reference:
+            raise ImageError(f"registry {self.ref.registry} sent a manifest for {self.subject} whose digest is "
+                             f"{digest}, not the {self.ref.reference} asked for",
+                             hint="the registry is serving corrupt content; check it")
+        return Artifact(body, digest)
+
+    def save_blob(self, digest: str, target: IO[bytes], *, max_bytes: int) -> None:
+        """Stream the blob `digest` into `target`, checking its size and sha256 against `digest`."""
+        if not _DIGEST.fullmatch(digest):
+            raise ImageError(f"the manifest of {self.subject} names a blob by {digest!r}, not a sha256 digest",
+                             hint="republish it with a standard OCI client")
+        response = self._session._authorized_get(f"blobs/{digest}", ("*/*",), "layer", stream=True)
+        hasher, size = hashlib.sha256(), 0
+        try:
+            for chunk in response.raw.stream(1 << 16, decode_content=False):  # the stored bytes, as digested
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ImageError(f"the layer of {self.subject} is larger than {max_bytes} bytes",
+                                     hint="a Feature is a small tar of scripts; check the reference")
+                hasher.update(chunk)
+                target.write(chunk)
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+            raise ImageError(f"reading the layer of {self.subject} from registry {self.ref.registry} failed: "
+                             f"{type(exc).__name__}", hint="retry; check that the registry is reachable") from None
+        finally:
+            response.close()
+        if "sha256:" + hasher.hexdigest() != digest:
+            raise ImageError(f"registry {self.ref.registry} sent a layer for {self.subject} whose sha256 is not "
+                             f"{digest}", hint="the registry is serving corrupt content; check it")
+
+
 def _parse(ref: str) -> ImageReference:
     try:
         return parse_reference(ref)
@@ -187,8 +253,10 @@ def _platform_manifest(index: dict[str, Any], ref: str) -> str:
 class _RegistrySession:
     """One image's requests: answers the registry's 401 challenge once (Basic, or a Bearer token from its realm)."""
 
-    def __init__(self, ref: ImageReference, timeout: float) -> None:
+    def __init__(self, ref: ImageReference, timeout: float, *, subject: str = "",
+                 name_hint: str = "the image name and tag") -> None:
         self.ref, self.timeout = ref, timeout
+        self.subject, self.name_hint = subject, name_hint  # how messages name what is read, and what to check
         self.http = requests.Session()
         self.http.trust_env = False  # no proxies from the environment: credentials go to the registry alone
         self.authorization: str | None = None
@@ -209,10 +277,10 @@ class _RegistrySession:
         try:
             body = response.json()
         except ValueError:
-            raise ImageError(f"registry {self.ref.registry} sent a {what} of image {self._image} that is not JSON",
+            raise ImageError(f"registry {self.ref.registry} sent a {what} of {self._image} that is not JSON",
                              hint="check that the reference names a container image") from None
         if not isinstance(body, dict):
-            raise ImageError(f"registry {self.ref.registry} sent an unexpected {what} for image {self._image}")
+            raise ImageError(f"registry {self.ref.registry} sent an unexpected {what} for {self._image}")
         return body
 
     def get_manifest(self, reference: str, accept: tuple[str, ...]) -> tuple[dict[str, Any], str]:
@@ -227,7 +295,7 @@ class _RegistrySession:
     def open_blob(self, digest: str, media_type: str) -> IO[bytes]:
         """A layer blob as a stream of its stored bytes (each read bounded by the request timeout)."""
         if "zstd" in media_type:  # Python's tarfile reads tar and gzip only
-            raise ImageError(f"image {self._image} has a zstd-compressed layer; devsy cannot read its accounts",
+            raise ImageError(f"{self._image} has a zstd-compressed layer; devsy cannot read its accounts",
                              hint="set remoteUser to UID:GID in devcontainer.json, or publish the image with gzip "
                              "layers")
         response = self._authorized_get(f"blobs/{digest}", ("*/*",), "layer", stream=True)
@@ -252,7 +320,8 @@ class _RegistrySession:
 
     @property
     def _image(self) -> str:
-        return f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+        """What the messages name: "image REF", or the subject a caller gave (e.g. a Feature by its id)."""
+        return self.subject or f"image {self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
 
     def _get(self, url: str, accept: tuple[str, ...], *, stream: bool = False) -> requests.Response:
         headers = {"Accept": ", ".join(accept)}
@@ -262,9 +331,9 @@ class _RegistrySession:
             return self.http.get(url, headers=headers, timeout=self.timeout, stream=stream)
         except requests.RequestException as exc:
             raise ImageError(
-                f"registry {self.ref.registry} of image {self._image} could not be reached: "
+                f"registry {self.ref.registry} of {self._image} could not be reached: "
                 f"{type(exc).__name__}: {redact_url(str(exc))}",
-                hint="check the image name and that the registry is reachable from this host",
+                hint=f"check {self.name_hint} and that the registry is reachable from this host",
             ) from None
 
     def _answer_challenge(self, challenge: str) -> str | None:
@@ -325,13 +394,13 @@ class _RegistrySession:
             return
         if status in (401, 403):
             raise ImageError(
-                f"registry {self.ref.registry} refused to give the {what} of image {self._image} "
+                f"registry {self.ref.registry} refused to give the {what} of {self._image} "
                 f"(HTTP {status}: {'no credentials or wrong ones' if status == 401 else 'not allowed'})",
                 hint=f"log in with `docker login {self.ref.registry}` (devsy and msb use Docker's credentials); "
                 "devsy never prints them",
             )
         if status == 404:
-            raise ImageError(f"image {self._image} was not found in registry {self.ref.registry} ({what}: HTTP 404)",
-                             hint="check the image name and tag in devcontainer.json")
-        raise ImageError(f"registry {self.ref.registry} answered HTTP {status} for the {what} of image {self._image}",
+            raise ImageError(f"{self._image} was not found in registry {self.ref.registry} ({what}: HTTP 404)",
+                             hint=f"check {self.name_hint} in devcontainer.json")
+        raise ImageError(f"registry {self.ref.registry} answered HTTP {status} for the {what} of {self._image}",
                          hint="retry; if it persists, check the registry")
