@@ -1,0 +1,241 @@
+"""A Feature's devcontainer-feature.json, and the options devcontainer.json gives it, parsed and checked.
+
+Options reach install.sh as environment variables named as the spec says (the option id with every character
+outside [A-Za-z0-9_] made "_", leading digits/underscores made one "_", upper-cased); a boolean is "true"/"false".
+A bare string in devcontainer.json ("features": {"id": "1.2"}) is the spec's shorthand for the "version" option.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devsy.devcontainer.features.source import FEATURE_FILE, FeatureSource, parse_feature_id
+from devsy.devcontainer.jsonc import json_type_name, load_jsonc
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand, parse_lifecycle_command
+from devsy.devcontainer.mounts import parse_mount
+from devsy.driver.base import Mount
+from devsy.errors import ConfigError
+
+OptionValue = str | bool
+OPTION_TYPES = {"boolean": bool, "string": str}
+# The lifecycle commands a Feature may declare, by FeatureMetadata field (the spec's order).
+FEATURE_LIFECYCLE = {"on_create_command": "onCreateCommand", "update_content_command": "updateContentCommand",
+                     "post_create_command": "postCreateCommand", "post_start_command": "postStartCommand",
+                     "post_attach_command": "postAttachCommand"}
+
+
+@dataclass(frozen=True)
+class FeatureOption:
+    name: str
+    type: str  # "boolean" | "string"
+    default: OptionValue
+    enum: tuple[str, ...] | None = None  # the only values allowed
+    proposals: tuple[str, ...] = ()  # suggestions; any string is allowed
+
+
+@dataclass(frozen=True)
+class FeatureMetadata:
+    """devcontainer-feature.json, typed. `depends_on` maps a Feature id to the options it asks for."""
+
+    id: str
+    version: str
+    name: str = ""
+    options: dict[str, FeatureOption] = field(default_factory=dict)
+    container_env: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    cap_add: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    privileged: bool | None = None
+    init: bool | None = None
+    entrypoint: str | None = None
+    installs_after: tuple[str, ...] = ()
+    depends_on: dict[str, dict[str, OptionValue]] = field(default_factory=dict)
+    on_create_command: LifecycleCommand | None = None
+    update_content_command: LifecycleCommand | None = None
+    post_create_command: LifecycleCommand | None = None
+    post_start_command: LifecycleCommand | None = None
+    post_attach_command: LifecycleCommand | None = None
+
+
+@dataclass(frozen=True)
+class UserFeature:
+    """One entry of devcontainer.json's "features": where it comes from and the options as written."""
+
+    source: FeatureSource
+    options: dict[str, OptionValue]
+
+
+@dataclass(frozen=True)
+class ResolvedFeature:
+    """A Feature ready to install: its folder and content digest, metadata, and every option's value."""
+
+    source: FeatureSource
+    folder: Path
+    digest: str  # "sha256:..." of the Feature's content (local: of its files; fetched: what was fetched)
+    metadata: FeatureMetadata
+    options: dict[str, OptionValue]
+
+    def option_env(self) -> dict[str, str]:
+        """The options as install.sh's environment."""
+        return {option_env_name(name): _env_value(value) for name, value in sorted(self.options.items())}
+
+
+def option_env_name(name: str) -> str:
+    """The spec's environment variable name of option `name`."""
+    return re.sub(r"^[\d_]+", "_", re.sub(r"[^\w]", "_", name, flags=re.ASCII)).upper()
+
+
+def parse_user_features(raw: Any, config_dir: Path, where: str) -> list[UserFeature]:
+    """devcontainer.json's "features" object, in the order written."""
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where}: "features" must be an object, got {json_type_name(raw)}',
+                          hint='write "features": {"./my-feature": {}}')
+    features = []
+    for feature_id, value in raw.items():
+        source = parse_feature_id(feature_id, config_dir)
+        if isinstance(value, str):
+            options: dict[str, OptionValue] = {"version": value}
+        elif isinstance(value, dict):
+            options = dict(value)
+        else:
+            raise ConfigError(f'{where}: Feature "{feature_id}" must be given an object of options or a version '
+                              f"string, got {json_type_name(value)}", hint=f'write "{feature_id}": {{}}')
+        features.append(UserFeature(source, options))
+    return features
+
+
+def parse_override_order(raw: Any, where: str) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(item, str) and item for item in raw):
+        raise ConfigError(f'{where}: "overrideFeatureInstallOrder" must be an array of Feature ids',
+                          hint='e.g. "overrideFeatureInstallOrder": ["./first", "ghcr.io/owner/features/second"]')
+    return list(raw)
+
+
+def load_metadata(folder: Path, feature_id: str) -> FeatureMetadata:
+    """The devcontainer-feature.json of the Feature in `folder`; ConfigError naming `feature_id` when malformed."""
+    path = folder / FEATURE_FILE
+    if not (folder / "install.sh").is_file():
+        raise ConfigError(f'Feature "{feature_id}" has no install.sh in {folder}',
+                          hint="every Feature needs an install.sh next to its devcontainer-feature.json")
+    raw = load_jsonc(path)
+    where = f'Feature "{feature_id}" ({path})'
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must hold a JSON object", hint="see containers.dev/implementors/features")
+    for key in ("id", "version"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise ConfigError(f'{where}: "{key}" must be a non-empty string',
+                              hint=f'devcontainer-feature.json needs "id" and "version" (e.g. "1.0.0")')
+    return FeatureMetadata(
+        id=raw["id"], version=raw["version"], name=_str(raw, "name", where) or "",
+        options={name: _option(name, value, where) for name, value in _dict(raw, "options", where).items()},
+        container_env=_str_map(raw, "containerEnv", where),
+        mounts=tuple(parse_mount(item, f"{where}: mounts[{i}]") for i, item in enumerate(_list(raw, "mounts", where))),
+        cap_add=_str_list(raw, "capAdd", where), security_opt=_str_list(raw, "securityOpt", where),
+        privileged=_bool(raw, "privileged", where), init=_bool(raw, "init", where),
+        entrypoint=_str(raw, "entrypoint", where), installs_after=_str_list(raw, "installsAfter", where),
+        depends_on={key: _depends_options(key, value, where) for key, value in _dict(raw, "dependsOn", where).items()},
+        **{attr: parse_lifecycle_command(key, raw.get(key), where=where) for attr, key in FEATURE_LIFECYCLE.items()},
+    )
+
+
+def resolve_options(metadata: FeatureMetadata, given: dict[str, OptionValue], feature_id: str) -> dict[str, OptionValue]:
+    """Every declared option's value: the one `given` (checked against its declaration), else its default."""
+    for name, value in given.items():
+        option = metadata.options.get(name)
+        if option is None:
+            known = ", ".join(sorted(metadata.options)) or "none"
+            raise ConfigError(f'Feature "{feature_id}" has no option "{name}" (its options: {known})',
+                              hint=f'remove "{name}" from the Feature\'s options in devcontainer.json')
+        if not isinstance(value, OPTION_TYPES[option.type]):
+            raise ConfigError(f'Feature "{feature_id}": option "{name}" must be a {option.type}, '
+                              f"got {json_type_name(value)}",
+                              hint=f'write it as {"true or false" if option.type == "boolean" else "a string"}')
+        if option.enum is not None and value not in option.enum:
+            raise ConfigError(f'Feature "{feature_id}": option "{name}" must be one of {", ".join(option.enum)}',
+                              hint=f'pick one of the values the Feature declares for "{name}"')
+    return {name: given.get(name, option.default) for name, option in metadata.options.items()}
+
+
+def _option(name: str, raw: Any, where: str) -> FeatureOption:
+    label = f'{where}: option "{name}"'
+    if not isinstance(raw, dict) or raw.get("type") not in OPTION_TYPES:
+        raise ConfigError(f'{label} must be an object with "type": "boolean" or "string"',
+                          hint='e.g. "options": {"version": {"type": "string", "default": "latest"}}')
+    kind = raw["type"]
+    default = raw.get("default", False if kind == "boolean" else "")
+    if not isinstance(default, OPTION_TYPES[kind]):
+        raise ConfigError(f'{label}: "default" must be a {kind}, got {json_type_name(default)}',
+                          hint="make the default match the option's type")
+    enum = raw.get("enum")
+    if enum is not None and (kind != "string" or not isinstance(enum, list)
+                             or not all(isinstance(item, str) for item in enum)):
+        raise ConfigError(f'{label}: "enum" must be an array of strings of a string option',
+                          hint='e.g. "enum": ["a", "b"]')
+    proposals = raw.get("proposals") or []
+    if not isinstance(proposals, list) or not all(isinstance(item, str) for item in proposals):
+        raise ConfigError(f'{label}: "proposals" must be an array of strings', hint='e.g. "proposals": ["1", "2"]')
+    return FeatureOption(name, kind, default, tuple(enum) if enum is not None else None, tuple(proposals))
+
+
+def _depends_options(key: str, value: Any, where: str) -> dict[str, OptionValue]:
+    if isinstance(value, str):
+        return {"version": value}
+    if not isinstance(value, dict):
+        raise ConfigError(f'{where}: dependsOn "{key}" must be an object of options',
+                          hint=f'write "dependsOn": {{"{key}": {{}}}}')
+    return dict(value)
+
+
+def _env_value(value: OptionValue) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+def _str(raw: dict[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f'{where}: "{key}" must be a string, got {json_type_name(value)}', hint=f'fix "{key}"')
+    return value
+
+
+def _bool(raw: dict[str, Any], key: str, where: str) -> bool | None:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f'{where}: "{key}" must be true or false, got {json_type_name(value)}', hint=f'fix "{key}"')
+    return value
+
+
+def _dict(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f'{where}: "{key}" must be an object, got {json_type_name(value)}', hint=f'fix "{key}"')
+    return value or {}
+
+
+def _list(raw: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, list):
+        raise ConfigError(f'{where}: "{key}" must be an array, got {json_type_name(value)}', hint=f'fix "{key}"')
+    return value or []
+
+
+def _str_list(raw: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    items = _list(raw, key, where)
+    if not all(isinstance(item, str) and item for item in items):
+        raise ConfigError(f'{where}: "{key}" must be an array of non-empty strings', hint=f'fix "{key}"')
+    return tuple(items)
+
+
+def _str_map(raw: dict[str, Any], key: str, where: str) -> dict[str, str]:
+    section = _dict(raw, key, where)
+    for name, value in section.items():
+        if not isinstance(value, str):
+            raise ConfigError(f'{where}: "{key}.{name}" must be a string, got {json_type_name(value)}',
+                              hint=f'quote the value of "{key}.{name}"')
+    return dict(section)

@@ -1,0 +1,105 @@
+"""Feature install order (installsAfter, dependsOn, overrideFeatureInstallOrder) and option checking, on real
+Feature folders parsed by devsy (no engine needed)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from devsy.devcontainer.features.model import option_env_name, parse_user_features
+from devsy.devcontainer.features.resolve import resolve_features
+from devsy.errors import ConfigError
+
+
+def _feature(config_dir: Path, name: str, **meta: object) -> str:
+    folder = config_dir / name
+    folder.mkdir(parents=True)
+    (folder / "devcontainer-feature.json").write_text(json.dumps({"id": name, "version": "1.0.0", **meta}))
+    (folder / "install.sh").write_text("#!/bin/sh\n")
+    return f"./{name}"
+
+
+def _order(config_dir: Path, features: dict, override: list[str] | None = None) -> list[str]:
+    user = parse_user_features(features, config_dir, "devcontainer.json")
+    return [f.source.id for f in resolve_features(user, override or [], config_dir)]
+
+
+def test_installs_after_wins_over_config_order(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a", installsAfter=["b"])
+    b = _feature(tmp_path, "b")
+    assert _order(tmp_path, {a: {}, b: {}}) == [b, a]
+    assert _order(tmp_path, {b: {}, a: {}}) == [b, a]
+
+
+def test_installs_after_by_relative_path_and_absent_target(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a", installsAfter=["../c", "ghcr.io/not/present"])
+    c = _feature(tmp_path, "c")
+    assert _order(tmp_path, {a: {}, c: {}}) == [c, a]
+    assert _order(tmp_path, {a: {}}) == [a]  # installsAfter is soft: an absent Feature is no dependency
+
+
+def test_independent_features_sorted_by_id(tmp_path: Path) -> None:
+    ids = [_feature(tmp_path, name) for name in ("zeta", "alpha", "mid")]
+    assert _order(tmp_path, {i: {} for i in ids}) == ["./alpha", "./mid", "./zeta"]
+
+
+def test_override_order_first_listed_first(tmp_path: Path) -> None:
+    ids = [_feature(tmp_path, name) for name in ("a", "b", "c")]
+    assert _order(tmp_path, {i: {} for i in ids}, ["./c", "./b"]) == ["./c", "./b", "./a"]
+
+
+def test_override_cannot_break_depends_on(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a", dependsOn={"../b": {}})
+    b = _feature(tmp_path, "b")
+    assert _order(tmp_path, {a: {}, b: {}}, ["./a"]) == [b, a]
+
+
+def test_override_naming_an_absent_feature(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a")
+    with pytest.raises(ConfigError, match=r'"\./zz", which is not in "features"'):
+        _order(tmp_path, {a: {}}, ["./zz"])
+
+
+def test_depends_on_a_feature_not_in_the_config(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a", dependsOn={"ghcr.io/owner/features/x:1": {}})
+    with pytest.raises(ConfigError, match=r'"\./a" depends on "ghcr.io/owner/features/x:1", which is not in'):
+        _order(tmp_path, {a: {}})
+
+
+def test_cycle_is_listed(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a", installsAfter=["b"])
+    b = _feature(tmp_path, "b", dependsOn={"../a": {}})
+    c = _feature(tmp_path, "c")
+    with pytest.raises(ConfigError, match=r"cycle: \./a -> \./b -> \./a"):
+        _order(tmp_path, {a: {}, b: {}, c: {}})
+
+
+def test_options_defaults_types_and_env_names(tmp_path: Path) -> None:
+    a = _feature(tmp_path, "a", options={
+        "version": {"type": "string", "default": "1", "proposals": ["1", "2"]},
+        "with-docs": {"type": "boolean", "default": False},
+        "flavour": {"type": "string", "enum": ["x", "y"], "default": "x"}})
+    user = parse_user_features({a: "2"}, tmp_path, "devcontainer.json")  # a bare string is the "version" option
+    [feature] = resolve_features(user, [], tmp_path)
+    assert feature.option_env() == {"VERSION": "2", "WITH_DOCS": "false", "FLAVOUR": "x"}
+    for given, message in (({"nope": "1"}, r' has no option "nope"'),
+                           ({"with-docs": "yes"}, r': option "with-docs" must be a boolean, got string'),
+                           ({"flavour": "z"}, r': option "flavour" must be one of x, y')):
+        with pytest.raises(ConfigError, match=r'Feature "\./a"' + message):
+            resolve_features(parse_user_features({a: given}, tmp_path, "devcontainer.json"), [], tmp_path)
+
+
+@pytest.mark.parametrize(("name", "env"), [("version", "VERSION"), ("my-opt.x", "MY_OPT_X"), ("1st", "_ST"),
+                                           ("__a", "_A")])
+def test_option_env_name(name: str, env: str) -> None:
+    assert option_env_name(name) == env
+
+
+@pytest.mark.parametrize("bad", ["node", "owner/repo/feature@v1", "ghcr.io/Owner/x", "http://example.com/x.tgz",
+                                 "./missing", "ghcr.io/a/b@sha256:short"])
+def test_malformed_ids_name_the_id(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f'Feature "{bad}')):
+        parse_user_features({bad: {}}, tmp_path, "devcontainer.json")
