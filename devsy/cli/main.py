@@ -11,6 +11,7 @@ from pathlib import Path
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import redact_error
+from devsy.termination import Terminated, raise_on_termination
 
 _DESCRIPTION = """\
 devsy brings up a devcontainer (devcontainer.json) as a container or microVM and gives you commands to work in it.
@@ -149,23 +150,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     return commands.dispatch(args)
 
 
-# What else ends a command the way Ctrl-C does: a service manager's stop, a `kill`, a closed terminal.
-_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 # Commands whose sessions handle every signal themselves (`exec` in commands.cancellable, `ssh` in its client).
 _OWN_SIGNALS = ("exec", "ssh")
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM/SIGHUP, raised like Ctrl-C's KeyboardInterrupt so every command unwinds through the same path:
-    `up` stops the host commands it started and removes what it had created instead of dying mid-way."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_terminated(signum: int, _frame: object) -> None:
-    raise _Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["DEVSY_HOME"] = str(args.home)  # one source of truth for this process and its helpers
     as_json = getattr(args, "json", False)
     if args.command not in _OWN_SIGNALS:
-        for signum in _TERMINATING:
-            signal.signal(signum, _raise_terminated)
+        raise_on_termination()  # `up` then stops the host commands it started and removes what it had created
     try:
         return _dispatch(args)
     except DevsyError as exc:
@@ -189,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         from devsy.cli.outcome import emit_error
 
         cancelled = Cancelled("interrupted", hint="rerun the command; anything it had created was removed")
-        if isinstance(interrupt, _Terminated):  # the shell's convention: 128+N for signal N (Ctrl-C's is 130)
+        if isinstance(interrupt, Terminated):  # the shell's convention: 128+N for signal N (Ctrl-C's is 130)
             cancelled.message = f"interrupted by {signal.Signals(interrupt.signum).name}"
             cancelled.exit_code = 128 + interrupt.signum
         return emit_error(args.command, as_json, cancelled)
