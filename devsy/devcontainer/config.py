@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devsy.devcontainer.features.model import UserFeature, parse_override_order, parse_user_features
 from devsy.devcontainer.jsonc import json_type_name, load_jsonc
 from devsy.devcontainer.lifecycle_commands import (
     DEFAULT_WAIT_FOR,
@@ -38,7 +39,7 @@ _READ = frozenset({
     "containerEnv", "remoteEnv", "containerUser", "remoteUser", "overrideCommand", "hostRequirements", "runArgs",
     "capAdd", "securityOpt", "privileged", "init", "initializeCommand", "onCreateCommand", "updateContentCommand",
     "postCreateCommand", "postStartCommand", "postAttachCommand", "waitFor", "userEnvProbe", "updateRemoteUserUID",
-    "customizations", "features", "dockerComposeFile",
+    "customizations", "features", "overrideFeatureInstallOrder", "dockerComposeFile",
 })
 # The spec's other top-level properties: devsy knows them and does not act on them (one warning each).
 _NOT_APPLIED = {
@@ -48,14 +49,12 @@ _NOT_APPLIED = {
     "appPort": "devsy publishes no ports",
     "shutdownAction": "devsy stops a workspace only on `devsy stop`",
     "secrets": "devsy does not prompt for recommended secrets; pass values with containerEnv and ${localEnv:...}",
-    "overrideFeatureInstallOrder": "Dev Container Features are not supported",
     "service": "it belongs to Docker Compose configurations, which are not supported",
     "runServices": "it belongs to Docker Compose configurations, which are not supported",
 }
 # Keys that change what a devcontainer is; ignoring them would silently build the wrong environment.
 _UNSUPPORTED = {
     "dockerComposeFile": "Docker Compose configurations are not supported yet; use \"image\" or \"build\" instead.",
-    "features": "Dev Container Features are not supported yet; install the tools in your Dockerfile instead.",
 }
 _SIZE = re.compile(r"^(\d+)\s*([kmgt]b?)?$", re.IGNORECASE)
 _UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -112,6 +111,8 @@ class DevContainerConfig:
     wait_for: str = DEFAULT_WAIT_FOR
     user_env_probe: str = DEFAULT_USER_ENV_PROBE  # how sessions and hooks get the user's shell environment
     update_remote_user_uid: bool = True  # the spec's default on Linux (update_uid.py)
+    features: list[UserFeature] = field(default_factory=list)  # as written; resolved when the image is prepared
+    override_feature_install_order: list[str] = field(default_factory=list)
     # The substituted devcontainer.json when it still holds ${containerEnv:...} (see resolve_container_env).
     substituted: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -203,7 +204,6 @@ def load_config(
                           hint="give --config an existing devcontainer.json, absolute or relative to the folder")
     raw = load_jsonc(path)
     for key, hint in _UNSUPPORTED.items():
-        # An empty "features": {} asks for nothing; templates ship it, so it is not worth refusing.
         if key in raw and raw[key] not in ({}, None):
             raise ConfigError(f'{path}: "{key}" is not supported yet', hint=hint)
     ctx = SubstitutionContext(
@@ -290,6 +290,8 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
         user_env_probe=_user_env_probe(raw.get("userEnvProbe"), path),
         update_remote_user_uid=_opt_bool(raw, "updateRemoteUserUID", path, default=True),
         warnings=warnings,
+        features=parse_user_features(raw.get("features"), path.parent, str(path)),
+        override_feature_install_order=parse_override_order(raw.get("overrideFeatureInstallOrder"), str(path)),
         **_lifecycle_fields(raw, path),
     )
 

@@ -9,6 +9,7 @@ interrupted build leaves nothing `devsy delete` or the next `devsy up` cannot fi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import deque
@@ -21,6 +22,8 @@ import docker.models.images
 
 from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
+from devsy.devcontainer.features.model import ResolvedFeature
+from devsy.devcontainer.features.resolve import resolve_features
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors, engine_message
 from devsy.errors import BackendUnavailable, DriverError, ImageError
@@ -37,10 +40,36 @@ class PreparedImage:
     built_locally: bool
     user: str  # the image's configured USER ("" = root)
     pulled_by_backend: bool = False  # a registry image the backend pulls itself; the host's engine does not hold it
+    features: tuple[ResolvedFeature, ...] = ()  # the Features installed in it, in install order
 
 
 def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str, progress: Progress,
                   backend_pulls: bool = False) -> PreparedImage:
+    """The image to run: the config's image or Dockerfile build, with its Features installed (features/layer.py)."""
+    # Resolved first: a malformed Feature or option fails the up before anything is pulled or built.
+    features = config_features(config)
+    # Feature layers are built on the host's engine, so the base image must be there even when the backend could
+    # pull a registry image itself (MicroSandbox then loads the result as it loads a Dockerfile build).
+    image = _base_image(config, workspace_id, network_mode=network_mode, progress=progress,
+                        backend_pulls=backend_pulls and not features)
+    if not features:
+        return image
+    from devsy.devcontainer.features.layer import feature_layers  # it builds on this module's engine_build
+
+    layered = feature_layers(image, features, workspace_id, container_user=config.container_user,
+                             remote_user=config.remote_user, network_mode=network_mode, progress=progress)
+    return dataclasses.replace(layered, features=tuple(features))
+
+
+def config_features(config: DevContainerConfig) -> list[ResolvedFeature]:
+    """The config's Features resolved, in install order ([] without any)."""
+    if not config.features or config.path is None:
+        return []
+    return resolve_features(config.features, config.override_feature_install_order, config.path.parent)
+
+
+def _base_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str, progress: Progress,
+                backend_pulls: bool) -> PreparedImage:
     if config.build is None and backend_pulls:
         assert config.image is not None  # load_config guarantees image or build
         local = _local_image(config.image)

@@ -1,0 +1,57 @@
+"""What installed Features add to the instance's run options, merged as the spec's "Merge logic" says.
+
+mounts: the Features' (install order), then devcontainer.json's; one target mounted once, the last one wins.
+capAdd / securityOpt: the union. privileged / init: true when any Feature or the config asks for it.
+entrypoint: each Feature's runs in turn before the instance's own command, as the reference CLI chains them.
+containerEnv is not merged here: it is ENV in the Feature layers (layer.py), where a value such as
+"/opt/x/bin:${PATH}" is expanded against the image's own; a run-time copy would override it unexpanded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import docker.errors
+
+from devsy.devcontainer.features.model import ResolvedFeature
+from devsy.driver.base import RunOptions
+from devsy.driver.docker.engine import connect, engine_errors
+
+
+def apply_feature_contributions(options: RunOptions, features: Sequence[ResolvedFeature]) -> None:
+    """Merge `features`' contributions into `options` (already holding the config's own and its command)."""
+    if not features:
+        return
+    by_target = {m.target: m for feature in features for m in feature.metadata.mounts}
+    by_target.update({m.target: m for m in options.mounts})
+    options.mounts = list(by_target.values())
+    options.cap_add = _union([*(c for f in features for c in f.metadata.cap_add), *options.cap_add])
+    options.security_opt = _union([*(s for f in features for s in f.metadata.security_opt), *options.security_opt])
+    if any(f.metadata.privileged for f in features):
+        options.privileged = True
+    if any(f.metadata.init for f in features):
+        options.init = True
+    entrypoints = [f.metadata.entrypoint for f in features if f.metadata.entrypoint]
+    if entrypoints:
+        command = [*(options.entrypoint or []), *(options.cmd or [])] if options.entrypoint is not None \
+            else _image_command(options.image)
+        options.entrypoint = ["/bin/sh", "-c", "\n".join([*entrypoints, 'exec "$@"']), "-"]
+        options.cmd = command
+
+
+def _union(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _image_command(ref: str) -> list[str]:
+    """The image's own ENTRYPOINT + CMD (what runs when devsy does not override the command)."""
+    client = connect()
+    try:
+        with engine_errors(f"looking up image {ref}"):
+            try:
+                config = client.images.get(ref).attrs.get("Config") or {}
+            except docker.errors.ImageNotFound:
+                config = {}
+    finally:
+        client.close()
+    return [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
