@@ -90,26 +90,36 @@ def test_fetch_by_digest_and_a_cached_or_pinned_second_fetch_asks_the_registry_n
     assert registry.requests() == []
 
 
-def test_a_tag_that_moved_away_from_the_pinned_digest_is_refused(registry, tmp_path):
+def test_a_lockfile_pin_is_read_by_digest_and_an_id_pinned_to_another_digest_is_refused(registry, tmp_path):
     pinned = registry.push_feature("features/hello:1", _files("one"))
     moved = registry.push_feature("features/hello:1", _files("two"))
     assert moved != pinned
-    with pytest.raises(ConfigError) as refused:
-        fetch_feature(_source(registry.ref("features/hello:1")), tmp_path / "cache", pinned=pinned)
-    message = str(refused.value)
-    assert registry.ref("features/hello:1") in message and pinned in message and moved in message
-    assert "devcontainer-lock.json" in refused.value.hint
-    assert not list((tmp_path / "cache").rglob("*")), "nothing is cached for a refused Feature"
+    by_tag = _source(registry.ref("features/hello:1"))
 
-    # A recorded digest (not a pin) whose folder is gone is no error: the tag is resolved anew.
-    assert fetch_feature(_source(registry.ref("features/hello:1")), tmp_path / "cache", recorded=pinned).digest \
-        == moved
+    # As the reference CLI does, the pin is what is read (by digest), not the tag: the lockfile's content comes back.
+    registry.mark()
+    fetched = fetch_feature(by_tag, tmp_path / "cache", pinned=pinned)
+    assert fetched.digest == pinned and "echo one" in (fetched.folder / "install.sh").read_text()
+    assert [r.path for r in registry.requests() if "/manifests/" in r.path] == \
+        [f"/v2/features/hello/manifests/{pinned}"]
+
+    # A recorded digest (not a pin) whose folder is not cached is no error: the tag is resolved anew.
+    assert fetch_feature(by_tag, tmp_path / "other", recorded=pinned).digest == moved
 
     # An id by digest that the lockfile pins to another digest is refused before any request.
     registry.mark()
-    with pytest.raises(ConfigError, match="pins"):
-        fetch_feature(_source(f"{registry.host}/features/hello@{moved}"), tmp_path / "other", pinned=pinned)
-    assert registry.requests() == []
+    with pytest.raises(ConfigError) as refused:
+        fetch_feature(_source(f"{registry.host}/features/hello@{moved}"), tmp_path / "third", pinned=pinned)
+    message = str(refused.value)
+    assert f"{registry.host}/features/hello@{moved}" in message and pinned in message
+    assert "devcontainer-lock.json" in refused.value.hint
+    assert registry.requests() == [] and not (tmp_path / "third").exists()
+
+    # A pin the registry does not hold is a 404 naming the Feature, pointing at the lockfile.
+    gone = "sha256:" + "e" * 64
+    with pytest.raises(ImageError) as missing:
+        fetch_feature(by_tag, tmp_path / "fourth", pinned=gone)
+    assert f"Feature {by_tag.id} was not found" in str(missing.value) and "devcontainer-lock.json" in missing.value.hint
 
 
 def test_an_unreachable_registry_is_an_error_naming_the_feature(tmp_path):
@@ -177,6 +187,9 @@ def test_an_archive_that_writes_outside_its_folder_is_refused(registry, tmp_path
 
 
 def test_a_manifest_without_a_feature_layer_or_an_archive_without_install_sh_is_refused(registry, tmp_path):
+    registry.push_feature("features/image:1", _files(), config_media_type="application/vnd.oci.image.config.v1+json")
+    with pytest.raises(ConfigError, match="features/image:1 is not a Dev Container Feature: .*config media type"):
+        fetch_feature(_source(registry.ref("features/image:1")), tmp_path / "cache")
     registry.push_feature("features/noinstall:1", {"devcontainer-feature.json": json.dumps(METADATA)})
     with pytest.raises(ConfigError, match="features/noinstall:1: its archive has no install.sh"):
         fetch_feature(_source(registry.ref("features/noinstall:1")), tmp_path / "cache")

@@ -12,6 +12,8 @@ addressed, so a cached folder is never stale. What asks the registry:
   a digest whose folder is cached: nothing;
 - a tag otherwise: one manifest read, as the reference CLI re-resolves tags on every build; the blob only when that
   digest is not cached yet.
+A lockfile pin is read by its digest, as the reference does (containerCollectionsOCI.ts fetchOCIManifestIfExists):
+the tag is not consulted, so a tag that moved since the lockfile was written still gives the pinned content.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from devsy.registry_image import ArtifactReader, is_loopback
 if TYPE_CHECKING:
     from devsy.devcontainer.features.source import FeatureSource
 
+FEATURE_CONFIG = "application/vnd.devcontainers"
 FEATURE_LAYER = "application/vnd.devcontainers.layer.v1+tar"
 FEATURE_FILE = "devcontainer-feature.json"
 INSTALL_SCRIPT = "install.sh"
@@ -76,16 +79,14 @@ def fetch_feature(source: FeatureSource, cache_dir: Path, *, pinned: str | None 
 # -- OCI -------------------------------------------------------------------------------------------------------
 
 def _fetch_oci(source: FeatureSource, cache: Path, pinned: str | None, recorded: str | None) -> FetchedFeature:
-    by_digest = source.digest
-    if by_digest and pinned and by_digest != pinned:
-        raise _mismatch(source, pinned, by_digest)
-    if (hit := _cached_any(cache, by_digest or pinned, recorded)) is not None:
+    if source.digest and pinned and source.digest != pinned:
+        raise _mismatch(source, pinned, source.digest)
+    wanted = source.digest or pinned  # a lockfile pin is read by digest, as the reference does: the tag is not asked
+    if (hit := _cached_any(cache, wanted, recorded)) is not None:
         return FetchedFeature(source, *hit)
-    subject = f"Feature {source.id}"
-    with ArtifactReader(_oci_reference(source), subject=subject, name_hint="the Feature id") as reader:
-        artifact = reader.manifest()
-        if pinned and artifact.digest != pinned:
-            raise _mismatch(source, pinned, artifact.digest)
+    name_hint = "the Feature id and its entry in devcontainer-lock.json" if pinned else "the Feature id"
+    with ArtifactReader(_oci_reference(source, wanted), subject=f"Feature {source.id}", name_hint=name_hint) as reader:
+        artifact = reader.manifest()  # by digest: checked against it
         folder = _cached(cache, artifact.digest)
         if folder is not None:
             return FetchedFeature(source, folder, artifact.digest)
@@ -98,27 +99,34 @@ def _fetch_oci(source: FeatureSource, cache: Path, pinned: str | None, recorded:
     return FetchedFeature(source, folder, artifact.digest)
 
 
-def _oci_reference(source: FeatureSource) -> str:
-    """The registry reference to read: by the id's digest, else its tag (parse_feature_id makes it "latest" when the
-    id names neither, as the spec says)."""
+def _oci_reference(source: FeatureSource, digest: str | None) -> str:
+    """The registry reference to read: by `digest` (the id's or the lockfile's), else the id's tag (parse_feature_id
+    makes it "latest" when the id names neither, as the spec says)."""
     name = f"{source.registry}/{source.repository}"
-    return f"{name}@{source.digest}" if source.digest else f"{name}:{source.tag or 'latest'}"
+    return f"{name}@{digest}" if digest else f"{name}:{source.tag or 'latest'}"
 
 
 def _feature_layer(source: FeatureSource, manifest: dict[str, Any]) -> str:
-    layers = manifest.get("layers")
-    for layer in layers if isinstance(layers, list) else []:
-        if isinstance(layer, dict) and layer.get("mediaType") == FEATURE_LAYER and isinstance(layer.get("digest"), str):
-            return str(layer["digest"])
-    raise ConfigError(f"Feature {source.id}: its manifest has no layer of media type {FEATURE_LAYER}",
-                      hint="check that the reference names a Dev Container Feature (not an image); publish it with "
+    """The digest of the Feature's tar: the manifest's layer of the devcontainers media type, under a config of
+    media type application/vnd.devcontainers (what the reference CLI checks before it calls it a Feature)."""
+    config, layers = manifest.get("config"), manifest.get("layers")
+    config_type = config.get("mediaType") if isinstance(config, dict) else None
+    if config_type == FEATURE_CONFIG:
+        for layer in layers if isinstance(layers, list) else []:
+            if isinstance(layer, dict) and layer.get("mediaType") == FEATURE_LAYER \
+                    and isinstance(layer.get("digest"), str):
+                return str(layer["digest"])
+    what = f"no layer of media type {FEATURE_LAYER}" if config_type == FEATURE_CONFIG \
+        else f"the config media type {config_type!r}, not {FEATURE_CONFIG!r}"
+    raise ConfigError(f"Feature {source.id} is not a Dev Container Feature: its manifest has {what}",
+                      hint="check that the reference names a Feature (not an image); Features are published with "
                       "`devcontainer features publish`")
 
 
 def _mismatch(source: FeatureSource, pinned: str, got: str) -> ConfigError:
-    return ConfigError(f"Feature {source.id} resolved to {got}, but devcontainer-lock.json pins {pinned}",
-                       hint="if the new version is wanted, delete its entry from devcontainer-lock.json (devsy writes "
-                       "it anew); otherwise pin the Feature by that digest in devcontainer.json")
+    return ConfigError(f"Feature {_shown(source)} is {got}, but devcontainer-lock.json pins {pinned}",
+                       hint="if the Feature's new content is wanted, delete its entry from devcontainer-lock.json "
+                       "(devsy writes it anew); otherwise restore the content the lockfile pins")
 
 
 # -- tarball ---------------------------------------------------------------------------------------------------
