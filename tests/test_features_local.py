@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from devsy.driver.microsandbox.naming import loaded_image_tag
 from devsy.workspace.paths import workspace_paths
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import containers_of
+from helpers.msb import images
 from helpers.projects import make_project
 
 pytestmark = pytest.mark.docker
@@ -139,3 +141,20 @@ def test_installs_after_orders_installation_and_env_reaches_later_features(devsy
     _feature(project, "z-first", "echo z-first >> /opt/order\n", containerEnv={"FIRST_DIR": "/opt/first"})
     devsy.up(project, "--id", ws_id, *HOST_NET)
     assert _guest(devsy, ws_id, "cat /opt/order") == "z-first\na-second saw FIRST_DIR=/opt/first\n"
+
+
+def test_microsandbox_loads_the_feature_image_built_on_the_host(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                                tmp_path: Path, msb_home: Path, no_boot: Path,
+                                                                docker_client) -> None:
+    # No microVM boots here (no_boot): the up gets as far as the boot, so the image msb was given can be looked at.
+    project = make_project(tmp_path / "p", {"image": guest_image, "features": {"./parity": {}}})
+    _feature(project, "parity", "touch /opt/parity\n")
+    result = devsy.up(project, "--id", ws_id, "--provider", "microsandbox", ok=False, timeout=600,
+                      extra_env={"MSB_HOME": str(msb_home), "MSB_LIBKRUNFW_PATH": str(no_boot)})
+    assert result.json["error"]["type"] == "boot-failed", result.text
+    assert b"installing Feature ./parity" in result.stderr
+    # What msb loaded is the Feature image (by its id), not the base image it would otherwise pull or load.
+    base = loaded_image_tag(docker_client.images.get(guest_image).id)
+    [loaded] = images(msb_home)
+    assert loaded.startswith("devsy-image:sha256-") and loaded != base
+    assert _images(docker_client, ws_id) == {}  # the failed first up removed the layers it built
