@@ -103,3 +103,34 @@ def test_option_env_name(name: str, env: str) -> None:
 def test_malformed_ids_name_the_id(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f'Feature "{bad}')):
         parse_user_features({bad: {}}, tmp_path, "devcontainer.json")
+
+
+def test_contributions_merge_into_run_options(tmp_path: Path) -> None:
+    from devsy.devcontainer.features.contributions import apply_feature_contributions, feature_lifecycle_commands
+    from devsy.driver.base import Mount, MountType, RunOptions
+
+    a = _feature(tmp_path, "a", capAdd=["SYS_PTRACE"], securityOpt=["seccomp=unconfined"], privileged=True,
+                 mounts=["type=volume,source=a-cache,target=/cache", {"type": "volume", "source": "a-x",
+                                                                       "target": "/x"}],
+                 entrypoint="/usr/local/share/a-init.sh", postCreateCommand="echo a", onCreateCommand=["true"])
+    b = _feature(tmp_path, "b", capAdd=["SYS_PTRACE", "NET_ADMIN"], init=True, installsAfter=["a"],
+                 entrypoint="/usr/local/share/b-init.sh", postCreateCommand={"one": "echo b1", "two": "echo b2"})
+    features = resolve_features(parse_user_features({b: {}, a: {}}, tmp_path, "devcontainer.json"), [], tmp_path)
+    mine = Mount(MountType.VOLUME, "/cache", "mine")
+    options = RunOptions(image="img", cap_add=["CHOWN"], mounts=[mine], entrypoint=["/bin/sh"], cmd=["-c", "k"])
+    apply_feature_contributions(options, features)
+    assert options.cap_add == ["SYS_PTRACE", "NET_ADMIN", "CHOWN"]
+    assert options.security_opt == ["seccomp=unconfined"]
+    assert (options.privileged, options.init) == (True, True)
+    assert sorted((m.target, m.source) for m in options.mounts) == [("/cache", "mine"), ("/x", "a-x")]  # config wins
+    assert options.entrypoint == ["/bin/sh", "-c", '/usr/local/share/a-init.sh\n/usr/local/share/b-init.sh\n'
+                                  'exec "$@"', "-"]
+    assert options.cmd == ["/bin/sh", "-c", "k"]
+    post_create = feature_lifecycle_commands(features, "post_create_command")
+    assert [c.argvs() for c in post_create] == [
+        [("postCreateCommand (Feature ./a)", ["/bin/sh", "-c", "echo a"])],
+        [("postCreateCommand:one (Feature ./b)", ["/bin/sh", "-c", "echo b1"]),
+         ("postCreateCommand:two (Feature ./b)", ["/bin/sh", "-c", "echo b2"])]]
+    assert post_create[1].parallel
+    assert [c.argvs() for c in feature_lifecycle_commands(features, "on_create_command")] == [
+        [("onCreateCommand (Feature ./a)", ["true"])]]

@@ -9,11 +9,13 @@ containerEnv is not merged here: it is ENV in the Feature layers (layer.py), whe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import docker.errors
 
-from devsy.devcontainer.features.model import ResolvedFeature
+from devsy.devcontainer.features.model import FEATURE_LIFECYCLE, ResolvedFeature
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.driver.base import RunOptions
 from devsy.driver.docker.engine import connect, engine_errors
 
@@ -37,6 +39,21 @@ def apply_feature_contributions(options: RunOptions, features: Sequence[Resolved
             else _image_command(options.image)
         options.entrypoint = ["/bin/sh", "-c", "\n".join([*entrypoints, 'exec "$@"']), "-"]
         options.cmd = command
+
+
+def feature_lifecycle_commands(features: Sequence[ResolvedFeature], hook: str) -> list[LifecycleCommand]:
+    """The `hook` (a FEATURE_LIFECYCLE field, e.g. "post_create_command") each Feature declares, in install order:
+    the spec runs them before the config's own. Each entry's label names its Feature, so output and a failure are
+    attributable."""
+    if hook not in FEATURE_LIFECYCLE:
+        raise ValueError(f"{hook} is not a Feature lifecycle hook ({', '.join(FEATURE_LIFECYCLE)})")
+    found = []
+    for feature in features:
+        command: LifecycleCommand | None = getattr(feature.metadata, hook)
+        if command is not None:
+            labelled = tuple((f"{label} (Feature {feature.source.id})", argv) for label, argv in command.commands)
+            found.append(dataclasses.replace(command, commands=labelled))
+    return found
 
 
 def _union(items: list[str]) -> list[str]:
