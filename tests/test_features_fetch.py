@@ -18,7 +18,7 @@ import pytest
 
 from devsy.devcontainer.features.fetch import fetch_feature
 from devsy.devcontainer.features.lockfile import (LockEntry, lock_entry, lockfile_path, read_lockfile,
-                                                  render_lockfile, write_lockfile)
+                                                  render_lockfile, update_lockfile, write_lockfile)
 from devsy.devcontainer.features.source import parse_feature_id
 from devsy.errors import ConfigError, ImageError
 from fixtures.oci_registry import OciRegistry, feature_tarball, free_loopback_port
@@ -271,7 +271,8 @@ def test_the_lockfile_is_written_as_the_reference_writes_it_and_read_back(regist
     tarball = feature_tarball(_files("two"))
     with _TarballServer({"/devcontainer-feature-b.tgz": tarball}) as server:
         direct = fetch_feature(_source(server.url("/devcontainer-feature-b.tgz")), tmp_path / "cache")
-    entries = [lock_entry(direct, "2.0.0"), lock_entry(oci, "1.2.0", ["ghcr.io/devcontainers/features/common-utils"])]
+    entries = [lock_entry(direct.source, direct.digest, "2.0.0"),
+               lock_entry(oci.source, oci.digest, "1.2.0", ["ghcr.io/devcontainers/features/common-utils"])]
 
     assert write_lockfile(config, entries) is False and not lockfile_path(config).exists(), \
         "no lockfile is created unless asked (the reference without --experimental-lockfile)"
@@ -308,3 +309,24 @@ def test_the_lockfile_path_and_a_malformed_lockfile(tmp_path):
     rendered = render_lockfile([LockEntry("B/x", "1", "r", "sha256:" + "1" * 64),
                                 LockEntry("a/x", "1", "r", "sha256:" + "2" * 64)])
     assert rendered.index('"a/x"') < rendered.index('"B/x"'), "ids compare as localeCompare does, case aside"
+
+
+def test_resolved_features_update_an_existing_lockfile(registry, tmp_path, monkeypatch):
+    from devsy.devcontainer.features.model import UserFeature
+    from devsy.devcontainer.features.resolve import resolve_features
+
+    monkeypatch.setenv("DEVSY_CACHE_DIR", str(tmp_path / "devsy-cache"))
+    digest = registry.push_feature("features/hello:1", _files())
+    project = tmp_path / "project"
+    (project / "local").mkdir(parents=True)
+    for name, content in _files().items():
+        (project / "local" / name).write_text(content.replace('"hello"', '"local"'))
+    config = project / ".devcontainer.json"
+    features = [UserFeature(_source(registry.ref("features/hello:1")), {}),
+                UserFeature(parse_feature_id("./local", project), {})]
+    resolved = resolve_features(features, [], project)
+    assert update_lockfile(config, resolved) is False and not lockfile_path(config).exists()
+    assert update_lockfile(config, resolved, create=True) is True
+    assert json.loads((project / ".devcontainer-lock.json").read_text()) == {"features": {registry.ref(
+        "features/hello:1"): {"version": "1.2.0", "resolved": f"{registry.host}/features/hello@{digest}",
+                               "integrity": digest}}}, "a local Feature has no entry"

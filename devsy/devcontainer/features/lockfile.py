@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 from devsy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from devsy.devcontainer.features.fetch import FetchedFeature
+    from devsy.devcontainer.features.model import ResolvedFeature
+    from devsy.devcontainer.features.source import FeatureSource
 
 LOCKFILE = "devcontainer-lock.json"
 
@@ -57,13 +58,19 @@ class LockEntry:
         return entry
 
 
-def lock_entry(fetched: FetchedFeature, version: str, depends_on: Iterable[str] = ()) -> LockEntry:
-    """The entry the reference writes for a fetched Feature (`version` from its devcontainer-feature.json,
-    `depends_on` its "dependsOn" keys)."""
-    source = fetched.source
-    resolved = f"{source.registry}/{source.repository}@{fetched.digest}" if source.kind == "oci" \
+def lock_entry(source: FeatureSource, digest: str, version: str, depends_on: Iterable[str] = ()) -> LockEntry:
+    """The entry the reference writes for a fetched Feature: `digest` what fetch_feature returned, `version` from
+    its devcontainer-feature.json, `depends_on` its "dependsOn" keys."""
+    resolved = f"{source.registry}/{source.repository}@{digest}" if source.kind == "oci" \
         else str(source.url or source.id)
-    return LockEntry(source.id, version, resolved, fetched.digest, tuple(depends_on))
+    return LockEntry(source.id, version, resolved, digest, tuple(depends_on))
+
+
+def update_lockfile(config_path: Path, features: Iterable[ResolvedFeature], *, create: bool = False) -> bool:
+    """write_lockfile for a config's resolved Features (local ones have no entry, as in the reference)."""
+    return write_lockfile(config_path, [
+        lock_entry(feature.source, feature.digest, feature.metadata.version, feature.metadata.depends_on)
+        for feature in features if feature.source.kind != "local"], create=create)
 
 
 def lockfile_path(config_path: Path) -> Path:
