@@ -145,7 +145,8 @@ def load_metadata(folder: Path, feature_id: str) -> FeatureMetadata:
     )
 
 
-def resolve_options(metadata: FeatureMetadata, given: dict[str, OptionValue], feature_id: str) -> dict[str, OptionValue]:
+def resolve_options(metadata: FeatureMetadata, given: dict[str, OptionValue],
+                    feature_id: str) -> dict[str, OptionValue]:
     """Every declared option's value: the one `given` (checked against its declaration), else its default."""
     for name, value in given.items():
         option = metadata.options.get(name)
