@@ -134,3 +134,15 @@ def test_contributions_merge_into_run_options(tmp_path: Path) -> None:
     assert post_create[1].parallel
     assert [c.argvs() for c in feature_lifecycle_commands(features, "on_create_command")] == [
         [("onCreateCommand (Feature ./a)", ["true"])]]
+
+
+def test_feature_mounts_get_the_configs_variables(tmp_path: Path) -> None:
+    from devsy.devcontainer.config import load_config
+    from devsy.devcontainer.image_prepare import config_features
+
+    config_dir = tmp_path / "proj" / ".devcontainer"
+    a = _feature(config_dir, "dind", mounts=["source=dind-${devcontainerId},target=/var/lib/docker,type=volume"])
+    (config_dir / "devcontainer.json").write_text(json.dumps({"image": "x", "features": {a: {}}}))
+    config = load_config(tmp_path / "proj", env={}, devcontainer_id="abc123")
+    [feature] = config_features(config)
+    assert [(m.source, m.target) for m in feature.metadata.mounts] == [("dind-abc123", "/var/lib/docker")]

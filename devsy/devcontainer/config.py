@@ -113,6 +113,8 @@ class DevContainerConfig:
     update_remote_user_uid: bool = True  # the spec's default on Linux (update_uid.py)
     features: list[UserFeature] = field(default_factory=list)  # as written; resolved when the image is prepared
     override_feature_install_order: list[str] = field(default_factory=list)
+    # The variables of this config, for what Features declare (their mounts' ${devcontainerId} and the like).
+    substitution: SubstitutionContext | None = field(default=None, repr=False)
     # The substituted devcontainer.json when it still holds ${containerEnv:...} (see resolve_container_env).
     substituted: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -223,6 +225,7 @@ def load_config(
         )
     values = substitute(raw, ctx.with_container_workspace_folder(workspace_folder))
     config = _build_config(values, path, workspace_folder)
+    config.substitution = ctx.with_container_workspace_folder(workspace_folder)
     _apply_run_args(config, parse_run_args(_str_list(values, "runArgs", path), path, ctx.env))
     config.warnings.extend(_property_warnings(raw))
     return config

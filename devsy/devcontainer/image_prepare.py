@@ -65,7 +65,8 @@ def config_features(config: DevContainerConfig) -> list[ResolvedFeature]:
     """The config's Features resolved, in install order ([] without any)."""
     if not config.features or config.path is None:
         return []
-    return resolve_features(config.features, config.override_feature_install_order, config.path.parent)
+    return resolve_features(config.features, config.override_feature_install_order, config.path.parent,
+                            config.substitution)
 
 
 def _base_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str, progress: Progress,

@@ -16,6 +16,7 @@ from devsy.devcontainer.features.source import FEATURE_FILE, FeatureSource, pars
 from devsy.devcontainer.jsonc import json_type_name, load_jsonc
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand, parse_lifecycle_command
 from devsy.devcontainer.mounts import parse_mount
+from devsy.devcontainer.variables import SubstitutionContext, substitute
 from devsy.driver.base import Mount
 from devsy.errors import ConfigError
 
@@ -118,8 +119,9 @@ def parse_override_order(raw: Any, where: str) -> list[str]:
     return list(raw)
 
 
-def load_metadata(folder: Path, feature_id: str) -> FeatureMetadata:
-    """The devcontainer-feature.json of the Feature in `folder`; ConfigError naming `feature_id` when malformed."""
+def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext | None = None) -> FeatureMetadata:
+    """The devcontainer-feature.json of the Feature in `folder`; ConfigError naming `feature_id` when malformed.
+    `variables`: the config's, substituted in the Feature's mounts (e.g. ${devcontainerId} in a volume's name)."""
     path = folder / FEATURE_FILE
     if not (folder / "install.sh").is_file():
         raise ConfigError(f'Feature "{feature_id}" has no install.sh in {folder}',
@@ -136,7 +138,8 @@ def load_metadata(folder: Path, feature_id: str) -> FeatureMetadata:
         id=raw["id"], version=raw["version"], name=_str(raw, "name", where) or "",
         options={name: _option(name, value, where) for name, value in _dict(raw, "options", where).items()},
         container_env=_str_map(raw, "containerEnv", where),
-        mounts=tuple(parse_mount(item, f"{where}: mounts[{i}]") for i, item in enumerate(_list(raw, "mounts", where))),
+        mounts=tuple(parse_mount(substitute(item, variables) if variables else item, f"{where}: mounts[{i}]")
+                     for i, item in enumerate(_list(raw, "mounts", where))),
         cap_add=_str_list(raw, "capAdd", where), security_opt=_str_list(raw, "securityOpt", where),
         privileged=_bool(raw, "privileged", where), init=_bool(raw, "init", where),
         entrypoint=_str(raw, "entrypoint", where), installs_after=_str_list(raw, "installsAfter", where),

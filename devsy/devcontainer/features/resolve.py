@@ -10,15 +10,17 @@ from pathlib import Path
 from devsy.devcontainer.features.model import ResolvedFeature, UserFeature, load_metadata, resolve_options
 from devsy.devcontainer.features.order import install_order
 from devsy.devcontainer.features.source import FeatureSource
+from devsy.devcontainer.variables import SubstitutionContext
 from devsy.errors import ConfigError
 
 
-def resolve_features(features: list[UserFeature], override: list[str], config_dir: Path) -> list[ResolvedFeature]:
-    """The config's Features resolved and ordered; [] when it has none."""
+def resolve_features(features: list[UserFeature], override: list[str], config_dir: Path,
+                     variables: SubstitutionContext | None = None) -> list[ResolvedFeature]:
+    """The config's Features resolved and ordered; [] when it has none. `variables`: the config's (model.py)."""
     resolved = []
     for user in features:
         folder, digest = _obtain(user.source)
-        metadata = load_metadata(folder, user.source.id)
+        metadata = load_metadata(folder, user.source.id, variables)
         resolved.append(ResolvedFeature(user.source, folder, digest, metadata,
                                         resolve_options(metadata, user.options, user.source.id)))
     seen: dict[str, str] = {}
