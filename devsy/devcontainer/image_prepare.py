@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -23,6 +24,7 @@ import docker.models.images
 from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
 from devsy.devcontainer.features.model import ResolvedFeature
+from devsy.devcontainer.features.lockfile import read_lockfile, update_lockfile
 from devsy.devcontainer.features.resolve import resolve_features
 from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors, engine_message
@@ -44,10 +46,12 @@ class PreparedImage:
 
 
 def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str, progress: Progress,
-                  backend_pulls: bool = False) -> PreparedImage:
-    """The image to run: the config's image or Dockerfile build, with its Features installed (features/layer.py)."""
+                  backend_pulls: bool = False, recorded_features: Mapping[str, str] | None = None) -> PreparedImage:
+    """The image to run: the config's image or Dockerfile build, with its Features installed (features/layer.py).
+    `recorded_features`: Feature id -> digest an earlier up resolved (the result's `features`), so a fetched
+    Feature's cached copy is used without asking its registry."""
     # Resolved first: a malformed Feature or option fails the up before anything is pulled or built.
-    features = config_features(config)
+    features = config_features(config, recorded=recorded_features)
     # Feature layers are built on the host's engine, so the base image must be there even when the backend could
     # pull a registry image itself (MicroSandbox then loads the result as it loads a Dockerfile build).
     image = _base_image(config, workspace_id, network_mode=network_mode, progress=progress,
@@ -58,15 +62,18 @@ def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode
 
     layered = feature_layers(image, features, workspace_id, container_user=config.container_user,
                              remote_user=config.remote_user, network_mode=network_mode, progress=progress)
+    if config.path is not None:
+        update_lockfile(config.path, features)  # only a lockfile that exists is kept current, as the reference does
     return dataclasses.replace(layered, features=tuple(features))
 
 
-def config_features(config: DevContainerConfig) -> list[ResolvedFeature]:
-    """The config's Features resolved, in install order ([] without any)."""
+def config_features(config: DevContainerConfig, *,
+                    recorded: Mapping[str, str] | None = None) -> list[ResolvedFeature]:
+    """The config's Features resolved, in install order ([] without any); devcontainer-lock.json's pins apply."""
     if not config.features or config.path is None:
         return []
     return resolve_features(config.features, config.override_feature_install_order, config.path.parent,
-                            config.substitution)
+                            config.substitution, pins=read_lockfile(config.path), recorded=recorded)
 
 
 def _base_image(config: DevContainerConfig, workspace_id: str, *, network_mode: str, progress: Progress,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from devsy.devcontainer.features.model import ResolvedFeature, UserFeature, load_metadata, resolve_options
@@ -15,11 +16,14 @@ from devsy.errors import ConfigError
 
 
 def resolve_features(features: list[UserFeature], override: list[str], config_dir: Path,
-                     variables: SubstitutionContext | None = None) -> list[ResolvedFeature]:
-    """The config's Features resolved and ordered; [] when it has none. `variables`: the config's (model.py)."""
+                     variables: SubstitutionContext | None = None, *, pins: Mapping[str, str] | None = None,
+                     recorded: Mapping[str, str] | None = None) -> list[ResolvedFeature]:
+    """The config's Features resolved and ordered; [] when it has none. `variables`: the config's (model.py);
+    `pins`: devcontainer-lock.json's digests by Feature id; `recorded`: digests an earlier up resolved them to
+    (fetch.py reuses those cached folders without asking the registry)."""
     resolved = []
     for user in features:
-        folder, digest = _obtain(user.source)
+        folder, digest = _obtain(user.source, (pins or {}).get(user.source.id), (recorded or {}).get(user.source.id))
         metadata = load_metadata(folder, user.source.id, variables)
         resolved.append(ResolvedFeature(user.source, folder, digest, metadata,
                                         resolve_options(metadata, user.options, user.source.id)))
@@ -32,18 +36,14 @@ def resolve_features(features: list[UserFeature], override: list[str], config_di
     return install_order(resolved, override, config_dir)
 
 
-def _obtain(source: FeatureSource) -> tuple[Path, str]:
+def _obtain(source: FeatureSource, pinned: str | None, recorded: str | None) -> tuple[Path, str]:
     if source.kind == "local":
         assert source.local_path is not None  # parse_feature_id sets it for local Features
         return source.local_path, folder_digest(source.local_path)
-    try:
-        from devsy.devcontainer.features.fetch import fetch_feature  # features-oci's; absent until it lands
-    except ImportError:
-        raise ConfigError(f'Feature "{source.id}": {source.kind} Features are not available yet',
-                          hint='use a local Feature ("./folder" next to devcontainer.json) for now') from None
     from devsy.agent.wheels import cache_root
+    from devsy.devcontainer.features.fetch import fetch_feature  # it imports this package's source.py
 
-    fetched = fetch_feature(source, cache_root() / "features")
+    fetched = fetch_feature(source, cache_root() / "features", pinned=pinned, recorded=recorded)
     return fetched.folder, fetched.digest
 
 
