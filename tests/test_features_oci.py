@@ -112,3 +112,39 @@ def test_an_unreachable_feature_registry_fails_the_up_naming_the_feature_and_lea
     assert f"Feature {feature_id}" in err and "could not be reached" in err, err
     assert "Traceback" not in result.text
     assert containers_of(docker_client, ws_id) == [] and _labelled_images(docker_client, ws_id) == set()
+
+
+def test_a_lockfile_pins_the_feature_and_a_rebuild_then_asks_the_registry_nothing(
+        devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path, registry: OciRegistry, docker_client) -> None:
+    nonce = secrets.token_hex(4)
+
+    def publish(said: str) -> str:
+        return registry.push_feature("features/pinned:1", {
+            "devcontainer-feature.json": json.dumps({"id": "pinned", "version": "2.1.0"}),
+            "install.sh": f"#!/bin/sh\necho {said}-{nonce} > /opt/pinned-said\n"})
+
+    digest = publish("first")
+    feature_id = registry.ref("features/pinned:1")
+    project = make_project(tmp_path / "p", {"image": guest_image, "features": {feature_id: {}}})
+    lockfile = project / ".devcontainer" / "devcontainer-lock.json"
+    lockfile.write_text('{"features": {}}\n')  # the project opted in: devsy keeps an existing lockfile current
+    moved = ""
+    try:
+        devsy.up(project, "--id", ws_id, *HOST_NET)
+        assert lockfile.read_text() == json.dumps({"features": {feature_id: {
+            "version": "2.1.0", "resolved": f"{registry.host}/features/pinned@{digest}", "integrity": digest}}},
+            indent=2) + "\n"
+        built = _labelled_images(docker_client, ws_id)
+
+        # The tag moves; the lockfile still pins the first content: a rebuild uses the cached copy, asks nothing.
+        moved = publish("second")
+        registry.mark()
+        again = devsy.up(project, "--id", ws_id, "--recreate", *HOST_NET)
+        assert b"installing Feature" not in again.stderr
+        assert registry.requests() == []
+        assert _labelled_images(docker_client, ws_id) == built
+        assert _guest(devsy, ws_id, "cat /opt/pinned-said") == f"first-{nonce}\n"
+    finally:
+        for pinned in (digest, moved):
+            if pinned:
+                shutil.rmtree(cache_root() / "features" / "oci" / pinned.replace(":", "-"), ignore_errors=True)
