@@ -57,6 +57,12 @@ def registered_count() -> int:
         return len(_registered)
 
 
+def registered_secrets() -> list[str]:
+    """The values registered so far, for handing them to a devsy process that prints on this one's behalf."""
+    with _registered_lock:
+        return sorted(_registered)
+
+
 def configured_secrets(extra: Iterable[str] = ()) -> list[bytes]:
     """DEVSY_REDACT's lines, the registered values and `extra`, as bytes, without the too-short ones and duplicates."""
     with _registered_lock:

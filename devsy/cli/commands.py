@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.cli.outcome import emit_error, emit_success, workspace_json
+from devsy.devcontainer.background_hooks import HooksState, log_path
 from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.errors import Cancelled, DevsyError, UsageError
@@ -37,7 +38,7 @@ def _up(args: argparse.Namespace) -> int:
     request = UpRequest(
         source=args.source, cwd=Path.cwd(), home=home, ssh_config=args.ssh_config or ssh_config_path(),
         workspace_id=args.workspace_id, provider=args.provider, provider_options=dict(args.provider_option),
-        recreate=args.recreate, config=args.config,
+        recreate=args.recreate, config=args.config, wait_all_hooks=args.wait_all_hooks,
     )
     progress = Progress()
     try:
@@ -48,16 +49,27 @@ def _up(args: argparse.Namespace) -> int:
         # The warnings were printed already; the --json error outcome carries them as a success would.
         return emit_error("up", args.json, redact_error(exc), warnings=progress.warnings)
     record = result.record
-    payload = {"workspace": workspace_json(record, result.instance, _content_dir(home, record), reused=result.reused),
+    payload = {"workspace": workspace_json(record, result.instance, _content_dir(home, record), reused=result.reused,
+                                           background_hooks=_hooks_json(home, record.id, result.background_hooks)),
                "warnings": progress.warnings}
     human = f"workspace {record.id} is {result.instance.status.value}; enter it with `ssh {record.id}.devsy`"
     return emit_success("up", args.json, payload, human)
 
 
+def _hooks_json(home: Path, workspace_id: str, state: HooksState | None) -> dict | None:
+    return None if state is None else state.to_json(log_path(workspace_paths(home, workspace_id)))
+
+
 def _state(args: argparse.Namespace, state: operations.WorkspaceState) -> int:
     home = devsy_home()
-    payload = {"workspace": workspace_json(state.record, state.instance, _content_dir(home, state.record))}
-    return emit_success(args.command, args.json, payload, f"workspace {state.record.id} is {state.status}")
+    hooks = _hooks_json(home, state.record.id, state.background_hooks)
+    payload = {"workspace": workspace_json(state.record, state.instance, _content_dir(home, state.record),
+                                           background_hooks=hooks)}
+    human = f"workspace {state.record.id} is {state.status}"
+    if state.background_hooks is not None:
+        human += (f"\nbackground hooks ({', '.join(state.background_hooks.hooks)}): "
+                  f"{state.background_hooks.summary()}; output: `devsy logs {state.record.id} --hooks`")
+    return emit_success(args.command, args.json, payload, human)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -143,9 +155,21 @@ def _redacted_output() -> Iterator[tuple[BinaryIO, BinaryIO]]:
 
 
 def _logs(args: argparse.Namespace) -> int:
+    if args.follow and not args.hooks:
+        raise UsageError("--follow is for --hooks", hint="run `devsy logs WS --hooks --follow`")
     with _redacted_output() as (stdout, _):
-        operations.logs(devsy_home(), args.workspace, stdout)
-    return 0
+        if not args.hooks:
+            operations.logs(devsy_home(), args.workspace, stdout)
+            return 0
+        state = operations.hooks_log(devsy_home(), args.workspace, stdout, follow=args.follow)
+    if state is None:
+        print(f"devsy: workspace {args.workspace}'s last `devsy up` left no hooks to the background",
+              file=sys.stderr)
+        return 0
+    if state.state in ("running", "finished"):
+        return 0
+    print(f"devsy: the background hooks {state.summary()}", file=sys.stderr)
+    return 1 if state.state == "failed" else 2
 
 
 _HANDLERS = {

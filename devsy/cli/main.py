@@ -64,6 +64,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                          "several, e.g. .devcontainer/<name>/devcontainer.json); later commands reuse it")
     up.add_argument("--recreate", action="store_true",
                     help="replace the instance (instance-local data is lost; workspace content is kept)")
+    up.add_argument("--wait-all-hooks", action="store_true",
+                    help="run the lifecycle hooks after waitFor (default updateContentCommand) before returning, as "
+                         "the reference CLI's up does; without it they go on in the background once up has "
+                         "returned (`devsy logs WS --hooks` shows them)")
     up.add_argument("--ssh-config", type=Path,
                     help="ssh config file for the workspace's Host entry (default: $DEVSY_SSH_CONFIG or ~/.ssh/config)")
 
@@ -89,6 +93,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     logs = command("logs", "Print what the workspace's workload wrote (running or stopped).", json_flag=False)
     logs.add_argument("workspace", metavar="WORKSPACE")
+    logs.add_argument("--hooks", action="store_true",
+                      help="print instead the output of the lifecycle hooks the last `devsy up` left to the "
+                           "background (those after waitFor), kept in $DEVSY_HOME/workspaces/WS/hooks.log")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="with --hooks: go on until those hooks end; the exit code is 0 if they all succeeded, 1 "
+                           "if one failed, 2 if they were stopped or vanished")
 
     ssh = command("ssh", "Open a shell in the workspace (or run --command) over SSH through the in-guest agent; "
                          "stdout/stderr bytes pass through untouched and the exit code is the command's "

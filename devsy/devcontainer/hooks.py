@@ -5,8 +5,9 @@ onCreate, updateContent and postCreate run once per instance, postStart on each 
 sessions do not run it, so a session's command is never delayed by it). initializeCommand runs on the host:
 devsy/devcontainer/initialize_command.py.
 
-waitFor: devsy has no background continuation yet, so `up` still runs every hook before it returns; passing the
-waitFor hook is said in progress, never ignored silently (README.md, "Lifecycle hooks").
+waitFor (default updateContentCommand): `run_up_hooks` runs the hooks up to it and hands back the later ones, which
+`up` leaves to a background process once it has succeeded (background_hooks.py); `devsy up --wait-all-hooks` runs
+every hook before it returns, as the reference CLI's `up` does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ CREATE_HOOKS = ("onCreateCommand", "updateContentCommand", "postCreateCommand")
 
 def run_lifecycle_command(driver: Driver, workspace_id: str, command: LifecycleCommand | None, *, user: str,
                           workdir: str, env: dict[str, str], progress: Progress) -> None:
-    if command is None:
+    if command is None or not command.commands:
         return
     register_secrets(env.values())
 
@@ -55,24 +56,32 @@ def _guest_hooks(config: DevContainerConfig) -> dict[str, LifecycleCommand | Non
 
 def run_up_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str, progress: Progress,
                  create: bool, start: bool, done: Collection[str] = (),
-                 on_done: Callable[[str], None] = lambda _name: None) -> None:
+                 on_done: Callable[[str], None] = lambda _name: None,
+                 wait_all: bool = False) -> list[LifecycleCommand]:
     """The guest hooks of one `devsy up`, in spec order: the create hooks not in `done` (when `create`; `on_done(name)`
-    after each succeeds, so a caller can record it before the next starts), postStart (when `start`), postAttach."""
+    after each succeeds, so a caller can record it before the next starts), postStart (when `start`), postAttach.
+    Runs those up to waitFor (all of them with `wait_all`) and returns the rest, for the background."""
     hooks = _guest_hooks(config)
     names = [name for name in CREATE_HOOKS if create and not _done(name, done)]
     names += ["postStartCommand"] * start + ["postAttachCommand"]
     wait_for = LIFECYCLE_HOOKS.index(config.wait_for)
-    announced = False
+    later: list[LifecycleCommand] = []
     for name in names:
         command = hooks[name]
-        if not announced and command is not None and LIFECYCLE_HOOKS.index(name) > wait_for:
-            announced = True
-            progress.info(f"waitFor {config.wait_for} reached: devsy does not return early yet, so `devsy up` runs "
-                          f"{name} and the later hooks before it returns")
+        if later or (not wait_all and LIFECYCLE_HOOKS.index(name) > wait_for):
+            if command is not None:
+                later.append(command)
+            elif later and name in CREATE_HOOKS:
+                # Nothing to run, but marked done only after the create hooks before it: its mark means all are.
+                later.append(LifecycleCommand(name, ()))
+            elif name in CREATE_HOOKS:
+                on_done(name)
+            continue
         run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
                               env=config.remote_env, progress=progress)
         if name in CREATE_HOOKS:
             on_done(name)
+    return later
 
 
 def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,

@@ -9,11 +9,19 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devsy.devcontainer.background_hooks import (
+    DeferredHooks,
+    HooksState,
+    clear_background_hooks,
+    end_background_hooks,
+    start_background_hooks,
+)
 from devsy.devcontainer.backend_settings import backend_warnings
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hooks import create_hooks_complete, run_up_hooks
 from devsy.devcontainer.image_prepare import PreparedImage, prepare_image, remove_built_images
 from devsy.devcontainer.initialize_command import run_initialize_command
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.devcontainer.update_uid import host_ids, needs_uid_layer, uid_layer
 from devsy.devcontainer.keep_alive import KEEP_ALIVE_ARGS, KEEP_ALIVE_ENTRYPOINT
 from devsy.devcontainer.session_env import in_instance
@@ -67,6 +75,7 @@ class UpRequest:
     provider_options: dict[str, str] = field(default_factory=dict)
     recreate: bool = False
     config: str = ""  # --config FILE (relative to the source folder, or absolute); empty: the recorded or found one
+    wait_all_hooks: bool = False  # run the hooks after waitFor too before returning (else they go on in background)
 
 
 @dataclass
@@ -74,6 +83,8 @@ class _Attempt:
     on_disk: WorkspaceRecord  # the record as saved before this attempt: its provider still names the old instance's
     made_content: bool = False  # this attempt (re)made the managed content folder
     replaced_instance: bool = False  # the driver replaced an existing instance: a later failure cannot bring it back
+    wait_all_hooks: bool = False
+    deferred: DeferredHooks | None = None  # the hooks after waitFor, started in the background once the up succeeded
 
 
 @dataclass
@@ -81,6 +92,7 @@ class UpResult:
     record: WorkspaceRecord
     instance: ContainerDetails
     reused: bool
+    background_hooks: HooksState | None = None
 
 
 def up(request: UpRequest, progress: Progress) -> UpResult:
@@ -90,6 +102,7 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
                     else derive_workspace_id(source))
     paths = workspace_paths(request.home, workspace_id)
     with workspace_lock(paths, command=f"devsy up {workspace_id}"):
+        end_background_hooks(paths, progress)  # an earlier up's: they may not run beside this one's hooks
         existing = load_record(paths)
         if existing is not None and existing.source.recorded() != source.recorded():
             raise WorkspaceError(
@@ -107,7 +120,8 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             # ssh config block would cost a container created and rolled back (or, with --recreate, the old one).
             check_writable(paths.root, "the workspace record")
             check_block_writable(Path(record.ssh_config), record.id)
-            attempt = _Attempt(on_disk, made_content=_materialize(source, paths, ledger, progress))
+            attempt = _Attempt(on_disk, made_content=_materialize(source, paths, ledger, progress),
+                               wait_all_hooks=request.wait_all_hooks)
             config = load_workspace_config(source, paths, workspace_id,
                                            request.config or (existing.config_path if existing else ""))
             # Before any driver or instance exists: its failure leaves only what the ledger removes.
@@ -131,7 +145,12 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             if write_ssh_entry(record, request.home) and existing is None:
                 ledger.add("remove the SSH config entry", lambda: remove_ssh_entry(record))
             ledger.commit()
-        return UpResult(record=record, instance=instance, reused=reused)
+        background = None
+        if attempt.deferred is not None:
+            background = start_background_hooks(paths, attempt.deferred, progress)
+        else:
+            clear_background_hooks(paths)
+        return UpResult(record=record, instance=instance, reused=reused, background_hooks=background)
 
 
 def _explain_replaced(exc: DevsyError, record: WorkspaceRecord) -> None:
@@ -268,7 +287,9 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
     config = with_user_env(config, ensure_user_env(driver, record, create_attempt=create_attempt, user=user,
                                                    mode=config.user_env_probe, progress=progress))
     if not create:
-        run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start)
+        later = run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start,
+                             wait_all=attempt.wait_all_hooks)
+        _defer(attempt, later, record, create_attempt, config, user)
         return
     if record.create_hooks_attempt != create_attempt:
         record.create_hooks_attempt, record.create_hooks_done = create_attempt, []
@@ -280,8 +301,16 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
                                               create_hooks_done=list(record.create_hooks_done))
         save_record(paths, attempt.on_disk)
 
-    run_up_hooks(driver, record.id, config, user=user, progress=progress, create=True, start=start,
-                 done=tuple(record.create_hooks_done), on_done=completed)
+    later = run_up_hooks(driver, record.id, config, user=user, progress=progress, create=True, start=start,
+                         done=tuple(record.create_hooks_done), on_done=completed, wait_all=attempt.wait_all_hooks)
+    _defer(attempt, later, record, create_attempt, config, user)
+
+
+def _defer(attempt: _Attempt, later: list[LifecycleCommand], record: WorkspaceRecord, create_attempt: str,
+           config: DevContainerConfig, user: str) -> None:
+    if later:
+        attempt.deferred = DeferredHooks(record.id, record.provider, dict(record.provider_options), create_attempt,
+                                         tuple(later), user, config.workspace_folder, dict(config.remote_env))
 
 
 _USER_NOT_CHECKABLE = (126, 127)  # no `id` in the image (distroless): the first exec will tell

@@ -44,3 +44,15 @@ def unwritable(path: Path, what: str, exc: OSError) -> WorkspaceError:
         f"free disk space, or make {path} a writable folder (check its permissions and that no parent is a file or "
         "a read-only mount), then retry",
     )
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step: a reader sees the old file or the new one, never half of either."""
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

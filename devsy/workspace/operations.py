@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from devsy.devcontainer.background_hooks import HooksState, end_background_hooks, follow_log, read_state
 from devsy.devcontainer.hooks import run_start_hooks
 from devsy.devcontainer.session_env import apply_to_exec, in_instance, workspace_session_env
 from devsy.devcontainer.user_env_probe import stored_user_env, with_user_env
@@ -29,6 +30,7 @@ from devsy.workspace.record import WorkspaceRecord, list_records, load_record
 class WorkspaceState:
     record: WorkspaceRecord
     instance: ContainerDetails | None
+    background_hooks: HooksState | None = None
 
     @property
     def status(self) -> str:
@@ -63,7 +65,7 @@ def _locked(home: Path, raw_id: str, command: str) -> Iterator[OpenWorkspace]:
 
 def status(home: Path, raw_id: str) -> WorkspaceState:
     ws = open_workspace(home, raw_id)
-    return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
+    return WorkspaceState(ws.record, ws.driver.find(ws.record.id), read_state(ws.paths))
 
 
 def list_workspaces(home: Path) -> list[WorkspaceRecord]:
@@ -73,6 +75,7 @@ def list_workspaces(home: Path) -> list[WorkspaceRecord]:
 def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
     with _locked(home, raw_id, "start") as ws:
         _require_host_folder(ws)
+        end_background_hooks(ws.paths, progress)
         found = ws.driver.find(ws.record.id)
         if found is None or not found.running:
             with progress.step(f"starting workspace {ws.record.id}"):
@@ -86,6 +89,7 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 
 def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
     with _locked(home, raw_id, "stop") as ws:
+        end_background_hooks(ws.paths, progress)  # before the instance stops under their guest command
         stop_master(home, ws.record.id, ws.record.uid)
         found = ws.driver.find(ws.record.id)
         if found is not None and found.running:
@@ -100,6 +104,7 @@ def delete(home: Path, raw_id: str, progress: Progress) -> str:
     workspace_id = validate_workspace_id(raw_id)
     paths = workspace_paths(home, workspace_id)
     with workspace_lock(paths, command=f"devsy delete {workspace_id}"):
+        end_background_hooks(paths, progress)
         delete_workspace(home, paths, progress)
     return workspace_id
 
@@ -136,3 +141,9 @@ def exec_command(home: Path, raw_id: str, request: ExecRequest) -> ExecResult:
 def logs(home: Path, raw_id: str, out: BinaryIO) -> None:
     ws = open_workspace(home, raw_id)
     ws.driver.logs(ws.record.id, out)
+
+
+def hooks_log(home: Path, raw_id: str, out: BinaryIO, *, follow: bool) -> HooksState | None:
+    """The output of the hooks the last `devsy up` left to the background; with `follow`, until they end."""
+    ws = open_workspace(home, raw_id)
+    return follow_log(ws.paths, out, follow=follow)

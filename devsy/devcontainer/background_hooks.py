@@ -1,0 +1,275 @@
+"""The lifecycle hooks after `waitFor`, run by a devsy process of their own once `devsy up` has returned.
+
+The spec: a tool connects once the waitFor hook (default updateContentCommand) has finished, and the later hooks go on
+in the background. `devsy up` runs the hooks up to waitFor itself, then starts this module as a process in a session
+of its own (Ctrl-C in the shell and a closed terminal do not reach it), hands it the later hooks over a pipe (the
+environment they run with holds secrets: never argv, never a file) and returns.
+
+Two files in the workspace's folder:
+- hooks.log: the hooks' output, secrets masked as in `up`'s own output. `devsy logs WS --hooks` prints it.
+- hooks.json: the process's identity (pid + start time), its hooks, the one running, those done, how it ended.
+  Written by `up` before the process reads its job, then by the process, and by whoever ends it.
+
+Every command that changes the instance (up, start, stop, delete) first ends a running continuation, under the
+workspace lock: SIGTERM, which the process turns into the cancellation of its guest command (the guest tree is
+killed, as for an interrupted `up`), a bounded grace, then KILL. A create hook it completes (postCreateCommand) is
+marked in the record under that lock, as `up` marks it, so a continuation ended mid-hook leaves the next `up`
+exactly the hooks still to run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from devsy.devcontainer.hooks import CREATE_HOOKS, run_lifecycle_command
+from devsy.devcontainer.lifecycle_commands import LifecycleCommand
+from devsy.errors import DevsyError
+from devsy.process_tree import pin_started, start_time, stop
+from devsy.progress import Progress
+from devsy.redaction import redact_text, register_secrets, registered_secrets
+from devsy.workspace.fsdirs import write_atomic
+from devsy.workspace.paths import WorkspacePaths, workspace_paths
+from devsy.workspace.record import utc_now_rfc3339
+
+# Time for the process to cancel its guest command and exit on SIGTERM before it is KILLed.
+_END_GRACE_S = 20.0
+_FOLLOW_CHUNK = 65536
+_FOLLOW_POLL_S = 0.2
+LOG_NAME = "hooks.log"
+STATE_NAME = "hooks.json"
+
+
+@dataclass(frozen=True)
+class DeferredHooks:
+    """The hooks one `up` leaves to the background, in order, and what they run with."""
+
+    workspace_id: str
+    provider: str
+    provider_options: dict[str, str]
+    create_attempt: str  # the instance they belong to: a create hook is marked done only for it
+    commands: tuple[LifecycleCommand, ...]
+    user: str
+    workdir: str
+    env: dict[str, str]
+
+    @property
+    def names(self) -> list[str]:
+        """The hooks that run something (a create hook with nothing to run is only marked done, in its turn)."""
+        return [command.name for command in self.commands if command.commands]
+
+
+@dataclass
+class HooksState:
+    """hooks.json. `state`: running, finished, failed, stopped (ended by a devsy command or a signal) or vanished (the
+    process is gone without saying how: killed with SIGKILL, or the machine restarted)."""
+
+    pid: int
+    start_time: int | None
+    hooks: list[str]
+    state: str = "running"
+    current: str = ""
+    done: list[str] = field(default_factory=list)
+    error: str = ""
+    started_at: str = field(default_factory=utc_now_rfc3339)
+    ended_at: str = ""
+
+    def to_json(self, log: Path) -> dict[str, Any]:
+        """The `background_hooks` object of `devsy status --json` and `devsy up --json`."""
+        return {"state": self.state, "hooks": self.hooks, "running": self.current if self.state == "running" else "",
+                "done": self.done, "error": self.error, "log": str(log)}
+
+    def summary(self) -> str:
+        if self.state == "running":
+            return f"running {self.current or self.hooks[0]}"
+        if self.state == "failed":
+            return f"failed: {self.error.splitlines()[0] if self.error else 'see the log'}"
+        return self.state
+
+
+def log_path(paths: WorkspacePaths) -> Path:
+    return paths.root / LOG_NAME
+
+
+def _state_path(paths: WorkspacePaths) -> Path:
+    return paths.root / STATE_NAME
+
+
+def read_state(paths: WorkspacePaths) -> HooksState | None:
+    """The last continuation's state; a `running` one whose process is gone reads as `vanished`."""
+    try:
+        state = HooksState(**json.loads(_state_path(paths).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None  # none yet, or unreadable: hooks.json is a report, never needed to run anything
+    if state.state == "running" and start_time(state.pid) != state.start_time:
+        state.state = "vanished"
+    return state
+
+
+def _write_state(paths: WorkspacePaths, state: HooksState) -> None:
+    write_atomic(_state_path(paths), json.dumps(asdict(state)))
+
+
+def start_background_hooks(paths: WorkspacePaths, deferred: DeferredHooks, progress: Progress) -> HooksState | None:
+    """Start the process running `deferred`; call holding the workspace lock. None (and a warning) if it could not
+    start: the `up` it ends has succeeded, so this is said, not raised."""
+    log = log_path(paths)
+    names = ", ".join(deferred.names)
+    try:
+        with log.open("wb") as out:  # the log of this up's continuation only
+            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                    cwd=paths.root)
+        state = HooksState(pid=proc.pid, start_time=start_time(proc.pid), hooks=deferred.names)
+        _write_state(paths, state)  # before the job is sent: the process writes the state only after reading it
+        assert proc.stdin is not None
+        with proc.stdin:
+            proc.stdin.write(json.dumps(_job(paths, deferred)).encode())
+    except OSError as exc:
+        progress.warn(f"{names} could not be started in the background ({exc.strerror or exc}); run `devsy up "
+                      f"{deferred.workspace_id}` again to run them")
+        return None
+    progress.info(f"waitFor reached: {names} go on in the background; `devsy logs {deferred.workspace_id} --hooks "
+                  f"--follow` shows them, `devsy status {deferred.workspace_id}` says how they ended")
+    return state
+
+
+def clear_background_hooks(paths: WorkspacePaths) -> None:
+    """This up left nothing to the background: no earlier continuation's state or log may describe it."""
+    _state_path(paths).unlink(missing_ok=True)
+    log_path(paths).unlink(missing_ok=True)
+
+
+def end_background_hooks(paths: WorkspacePaths, progress: Progress) -> None:
+    """End a running continuation of this workspace; call holding the workspace lock, before touching the instance
+    (or the record: the continuation marks create hooks in it)."""
+    state = read_state(paths)
+    if state is None or state.state not in ("running", "vanished"):
+        return
+    pinned = pin_started(state.pid, state.start_time) if state.state == "running" else None
+    if pinned is not None:
+        with pinned, progress.step(f"stopping the background hooks ({state.summary()})"):
+            # The leader only: it cancels its guest command and closes its provider itself; KILL if it does not.
+            stop([pinned], group=False, grace=_END_GRACE_S)
+    ended = read_state(paths)
+    if ended is not None and ended.state in ("running", "vanished"):
+        ended.state, ended.ended_at = "stopped" if pinned is not None else "vanished", utc_now_rfc3339()
+        _write_state(paths, ended)
+
+
+def follow_log(paths: WorkspacePaths, out: BinaryIO, *, follow: bool) -> HooksState | None:
+    """Copy hooks.log to `out` (already masked: the continuation's own output); with `follow`, until the
+    continuation ends. Returns its state once copied (None: this workspace's last `up` left nothing to run)."""
+    state = read_state(paths)
+    if state is None:
+        return None
+    pinned = pin_started(state.pid, state.start_time) if follow and state.state == "running" else None
+    ended = pinned is None
+    try:
+        with log_path(paths).open("rb") as log:
+            while True:
+                chunk = log.read(_FOLLOW_CHUNK)
+                if chunk:
+                    out.write(chunk)
+                    out.flush()
+                    continue
+                if ended:
+                    break  # the output after the exit was read by this pass
+                # Not a sleep: the pidfd wakes this at the process's exit; meanwhile new output is looked for.
+                ended = pinned.wait(_FOLLOW_POLL_S)  # type: ignore[union-attr]
+    except FileNotFoundError:
+        pass  # removed meanwhile by the next up or a delete
+    finally:
+        if pinned is not None:
+            pinned.close()
+    return read_state(paths)
+
+
+def _job(paths: WorkspacePaths, deferred: DeferredHooks) -> dict[str, Any]:
+    return {
+        "home": str(paths.root.parent.parent), "workspace_id": deferred.workspace_id, "provider": deferred.provider,
+        "provider_options": deferred.provider_options, "create_attempt": deferred.create_attempt,
+        "user": deferred.user, "workdir": deferred.workdir, "env": deferred.env, "secrets": registered_secrets(),
+        "hooks": [{"name": c.name, "commands": [list(pair) for pair in c.commands], "parallel": c.parallel}
+                  for c in deferred.commands],
+    }
+
+
+def _from_job(job: dict[str, Any]) -> DeferredHooks:
+    commands = tuple(LifecycleCommand(h["name"], tuple((label, list(argv)) for label, argv in h["commands"]),
+                                      parallel=h["parallel"]) for h in job["hooks"])
+    return DeferredHooks(job["workspace_id"], job["provider"], job["provider_options"], job["create_attempt"],
+                         commands, job["user"], job["workdir"], job["env"])
+
+
+def _mark_create_hook_done(paths: WorkspacePaths, create_attempt: str, name: str) -> bool:
+    """Record `name` done for the instance of `create_attempt`; False if the record no longer describes it."""
+    # Imported here: the lock and record modules import nothing of this one, but keep the child's start light.
+    from devsy.workspace.lock import workspace_lock
+    from devsy.workspace.record import load_record, save_record
+
+    with workspace_lock(paths, command=f"devsy up {paths.root.name} (background hooks)"):
+        record = load_record(paths)
+        if record is None or record.create_hooks_attempt != create_attempt:
+            return False
+        if name not in record.create_hooks_done:
+            record.create_hooks_done.append(name)
+            save_record(paths, record)
+    return True
+
+
+def _run(job: dict[str, Any]) -> int:
+    from devsy.driver.registry import make_driver
+
+    register_secrets(job["secrets"])
+    deferred = _from_job(job)
+    paths = workspace_paths(Path(job["home"]), deferred.workspace_id)
+    state = read_state(paths) or HooksState(pid=os.getpid(), start_time=start_time(os.getpid()), hooks=deferred.names)
+    progress = Progress(sys.stderr)
+    code = 0
+    try:
+        driver = make_driver(deferred.provider, deferred.provider_options)
+        for command in deferred.commands:
+            if command.commands:
+                state.current = command.name
+                _write_state(paths, state)
+            run_lifecycle_command(driver, deferred.workspace_id, command, user=deferred.user,
+                                  workdir=deferred.workdir, env=deferred.env, progress=progress)
+            if command.name in CREATE_HOOKS and not _mark_create_hook_done(paths, deferred.create_attempt,
+                                                                           command.name):
+                raise _Replaced()
+            if command.commands:
+                state.done.append(command.name)
+        state.state = "finished"
+    except _Replaced:
+        state.state = "stopped"
+        state.error = "the instance these hooks were for was replaced"
+    except DevsyError as exc:
+        state.state, state.error, code = "failed", redact_text(exc.message), 1
+        progress.info(f"{state.current} failed: {state.error}")
+    except KeyboardInterrupt as interrupt:  # Terminated too: a devsy command is ending this process
+        state.state, code = "stopped", 128 + getattr(interrupt, "signum", 2)
+    state.current = state.current if state.state != "finished" else ""
+    state.ended_at = utc_now_rfc3339()
+    _write_state(paths, state)
+    return code
+
+
+class _Replaced(Exception):
+    pass
+
+
+def main() -> int:
+    from devsy.termination import raise_on_termination
+
+    raise_on_termination()
+    return _run(json.loads(sys.stdin.buffer.read()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
