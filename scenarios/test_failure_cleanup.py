@@ -82,10 +82,12 @@ def _vm_never_boots(case: CaseContext, devsy: DevsyHandle, backend: BackendInspe
 
 
 def _failing_hook(case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
-    # A failing postCreateCommand: fails after the instance and its volume exist.
+    # A failing postCreateCommand: fails after the instance and its volume exist. waitFor makes `up` wait for it
+    # (by default it would go on in the background once `up` has returned, as the spec says).
     hook_id = case.workspace_id("hook")
     source = local_source(
-        case, postCreateCommand="exit 7", mounts=[f"type=volume,source={hook_id}-data,target=/data"]
+        case, postCreateCommand="exit 7", waitFor="postCreateCommand",
+        mounts=[f"type=volume,source={hook_id}-data,target=/data"],
     )
     before = tree_digest(source)
     outcome = devsy.up(source, hook_id)

@@ -32,12 +32,14 @@ def test_config_picks_the_named_file_and_later_commands_keep_it(devsy, ws_id, gu
     _named(project, "alpha", _config(guest_image, "alpha"))
     _named(project, "beta", _config(guest_image, "beta"))
     devsy.up(project, "--id", ws_id, "--config", ".devcontainer/beta/devcontainer.json", *HOST_NET)
+    devsy.wait_hooks(ws_id)  # postStartCommand comes after waitFor
     assert devsy.run("exec", ws_id, "--", "printenv", "PICKED").stdout == b"beta\n"
     assert devsy.run("stop", ws_id).returncode == 0
     started = devsy.run("start", ws_id)  # reads the config again for postStartCommand: the chosen one
     assert started.returncode == 0, started.text
     again = devsy.up(project, "--id", ws_id, *HOST_NET)  # no --config: the workspace's own choice, not an error
     assert again.json["outcome"] == "success"
+    devsy.wait_hooks(ws_id)
     assert devsy.run("exec", ws_id, "--", "cat", "/tmp/starts").stdout == b"beta\nbeta\n"
     # The remembered file gone: a clear error naming it, not a silent switch to another config.
     (project / ".devcontainer" / "beta" / "devcontainer.json").unlink()

@@ -43,6 +43,7 @@ def test_env_user_and_workspace_folder(devsy, ws_id, guest_image, tmp_path):
     })
     out = devsy.up(project, "--id", ws_id, *HOST_NET).json["workspace"]
     assert out["remote_user"] == "dev" and out["workspace_folder"] == "/work/p"
+    devsy.wait_hooks(ws_id)  # postCreateCommand comes after waitFor
     result = devsy.run("exec", ws_id, "--", "sh", "-c", "echo $FROM_CONTAINER $(id -un) $(pwd)")
     assert result.stdout == b"c-p dev /work/p\n"
     assert devsy.run("exec", ws_id, "--", "cat", "/tmp/hook.txt").stdout == b"r dev /work/p\n"

@@ -104,7 +104,9 @@ def test_lifecycle_commands_run_once_and_on_each_start(devsy, ws_id, guest_image
         "postStartCommand": {"a": "echo start >> /var/tmp/hooks"},
     })
     devsy.up(project, "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)  # postCreate and postStart come after waitFor
     devsy.up(project, "--id", ws_id)  # reuse of a running instance: no hook
+    devsy.wait_hooks(ws_id)
     assert devsy.run("stop", ws_id).returncode == 0
     assert devsy.run("start", ws_id).returncode == 0
     hooks = devsy.run("exec", ws_id, "--", "cat", "/var/tmp/hooks").stdout.decode().split()
@@ -114,7 +116,7 @@ def test_lifecycle_commands_run_once_and_on_each_start(devsy, ws_id, guest_image
 def test_failing_lifecycle_command_reports_output_tail_and_leaves_nothing(devsy, ws_id, guest_image, tmp_path,
                                                                           docker_client):
     project = make_project(tmp_path / "p", {"image": guest_image,
-                                            "postCreateCommand": "echo setup-went-wrong >&2; exit 3"})
+                                            "onCreateCommand": "echo setup-went-wrong >&2; exit 3"})
     result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
     assert result.returncode != 0
     error = result.json["error"]

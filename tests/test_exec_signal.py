@@ -89,14 +89,14 @@ def test_devsy_exec_exits_128_plus_n_for_a_signal_sent_go_style(devsy, ws_id: st
 
 def test_a_hook_killed_by_a_signal_sent_go_style_fails_up(devsy, ws_id: str, tmp_path, guest_image: str) -> None:
     """{exit_code: 0, signal: TERM} is a failure wherever devsy reads a command's result, not only in `devsy exec`: a
-    postCreateCommand killed so fails `devsy up` as the same command reported with exit 143 does."""
+    onCreateCommand killed so fails `devsy up` as the same command reported with exit 143 does."""
     provider = ["--provider", "external:devsy-fake-runtime",
                 "--provider-option", f"DEVSY_FAKE_STATE_DIR={tmp_path / 'fake-state'}",
                 "--provider-option", f"{ENV_MODE}={Mode.NO_AGENT_TOOLS.value}"]
-    project = make_project(tmp_path / "p", {"image": guest_image, "postCreateCommand": ["signal-only", "TERM"]})
+    project = make_project(tmp_path / "p", {"image": guest_image, "onCreateCommand": ["signal-only", "TERM"]})
     failed = devsy.up(project, "--id", ws_id, *provider, ok=False)  # a failed create rolls the workspace back
     assert failed.returncode != 0, failed.text
-    assert "postCreateCommand failed with exit code 143" in failed.json["error"]["message"], failed.text
+    assert "onCreateCommand failed with exit code 143" in failed.json["error"]["message"], failed.text
 
 
 def test_a_command_cannot_forge_the_signal_report(provider: RunningProvider, workspace: str) -> None:

@@ -36,7 +36,7 @@ def _up_args(as_json: bool) -> tuple[str, ...]:
 def test_env_values_echoed_by_a_hook_are_masked_and_the_rest_is_shown(devsy, ws_id, guest_image, tmp_path, as_json):
     project = make_project(tmp_path / "p", {
         "image": guest_image, "containerEnv": {"CSECRET": CONTAINER_SECRET}, "remoteEnv": {"RSECRET": REMOTE_SECRET},
-        "postCreateCommand": HOOK,
+        "onCreateCommand": HOOK,
     })
     result = devsy.run("up", str(project), "--id", ws_id, *HOST_NET, *_up_args(as_json))
     assert result.returncode == 0, result.text
@@ -51,7 +51,7 @@ def test_env_values_echoed_by_a_hook_are_masked_and_the_rest_is_shown(devsy, ws_
 def test_a_failing_hook_quotes_its_output_with_the_env_values_masked(devsy, ws_id, guest_image, tmp_path):
     project = make_project(tmp_path / "p", {
         "image": guest_image, "containerEnv": {"CSECRET": CONTAINER_SECRET}, "remoteEnv": {"RSECRET": REMOTE_SECRET},
-        "postCreateCommand": HOOK + "; exit 3",
+        "onCreateCommand": HOOK + "; exit 3",
     })
     result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
     assert result.returncode != 0

@@ -79,7 +79,7 @@ def test_a_failed_recreate_says_the_old_instance_was_replaced(devsy: DevsyCli, w
                                                               tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", {"image": guest_image})
     devsy.up(project, "--id", ws_id, *HOST_NET)
-    make_project(project, {"image": guest_image, "postCreateCommand": "exit 3"})
+    make_project(project, {"image": guest_image, "onCreateCommand": "exit 3"})
     error = _error(devsy.up(project, "--id", ws_id, "--recreate", *HOST_NET, ok=False))
     assert "had already been replaced" in error["message"], error
     assert f"--id {ws_id}" in error["hint"]
@@ -93,8 +93,9 @@ def test_a_failed_recreate_says_the_old_instance_was_replaced(devsy: DevsyCli, w
 def test_an_up_killed_during_post_create_reruns_it_next_time(devsy: DevsyCli, ws_id: str, guest_image: str,
                                                              tmp_path: Path) -> None:
     hook = f"echo run >> runs.log; {_BLOCK_UNTIL_RELEASED}"
+    # waitFor postCreateCommand: the up waits for it (by default it would go on in the background after up).
     project = make_project(tmp_path / "p", {"image": guest_image, "onCreateCommand": "echo run >> on-create.log",
-                                            "postCreateCommand": hook})
+                                            "postCreateCommand": hook, "waitFor": "postCreateCommand"})
     _kill_up_when_signalled(devsy, ws_id, project)
     assert (project / "runs.log").read_text() == "run\n"
     (project / "release").touch()

@@ -45,13 +45,15 @@ def test_every_hook_runs_in_spec_order_and_a_second_up_reruns_only_start_and_att
         "postAttachCommand": {"x": ["sh", "-c", _append("postAttach")]},
     })
     first = devsy.up(project, "--id", ws_id, *HOST_NET)
+    # waitFor (default updateContentCommand): the later hooks go on in the background (test_wait_for.py).
+    assert "postCreateCommand, postStartCommand, postAttachCommand go on in the background" in first.stderr.decode()
+    devsy.wait_hooks(ws_id)
     assert _in_container(docker_client, ws_id, "cat", ORDER).split() == [
         "onCreate", "updateContent", "postCreate", "postStart", "postAttach"]
-    # waitFor (default updateContentCommand) is said, not silently ignored: `up` does not return early yet.
-    assert "waitFor updateContentCommand reached" in first.stderr.decode()
 
     assert devsy.run("stop", ws_id).returncode == 0
     devsy.up(project, "--id", ws_id)
+    devsy.wait_hooks(ws_id)
     assert _in_container(docker_client, ws_id, "cat", ORDER).split() == [
         "onCreate", "updateContent", "postCreate", "postStart", "postAttach", "postStart", "postAttach"]
     assert (project / "init-marker").read_text().split() == [str(project.resolve())] * 2
@@ -65,9 +67,10 @@ def test_object_form_runs_its_entries_in_parallel(devsy, ws_id, guest_image, tmp
         "image": guest_image,
         "postCreateCommand": {"a": wait_for_b, "b": "touch /var/tmp/b-ran && echo b >> /var/tmp/par"},
     })
-    result = devsy.up(project, "--id", ws_id, *HOST_NET)
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    log = devsy.wait_hooks(ws_id)  # postCreateCommand comes after waitFor: its output is in the hooks' log
     assert _in_container(docker_client, ws_id, "cat", "/var/tmp/par").split() == ["b", "a"]
-    assert "[postCreateCommand:a] a-saw-b" in result.stderr.decode()  # each entry's output names it
+    assert b"[postCreateCommand:a] a-saw-b" in log.stdout  # each entry's output names it
 
 
 def test_a_failing_entry_is_named_with_its_output(devsy, ws_id, guest_image, tmp_path, docker_client):
@@ -75,7 +78,8 @@ def test_a_failing_entry_is_named_with_its_output(devsy, ws_id, guest_image, tmp
         "image": guest_image,
         "postAttachCommand": {"good": "true", "bad": "echo bad-entry-output; exit 4"},
     })
-    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    # --wait-all-hooks: postAttachCommand runs before `up` returns, so its failure fails the up.
+    result = devsy.up(project, "--id", ws_id, "--wait-all-hooks", *HOST_NET, ok=False)
     assert result.returncode != 0
     message = result.json["error"]["message"]
     assert "postAttachCommand:bad failed with exit code 4" in message and "bad-entry-output" in message
@@ -143,6 +147,7 @@ def test_an_up_killed_during_update_content_resumes_there(devsy, ws_id, guest_im
     _kill_up_when_signalled(devsy, ws_id, project)
     (project / "release").touch()
     devsy.up(project, "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)  # postCreateCommand comes after waitFor
     # The workspace folder is the project's bind mount: the hooks' logs are seen on the host.
     assert (project / "on-create.log").read_text() == "run\n"  # completed before the kill: not again
     assert (project / "update-content.log").read_text() == "run\nrun\n"  # unfinished: run again

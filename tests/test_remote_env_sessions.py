@@ -37,6 +37,7 @@ def values_ws(devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path) -> 
         "postCreateCommand": f"{VALUES} > /tmp/post-create-env",
     }
     devsy.up(make_project(tmp_path / "values", config), "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)  # postCreateCommand comes after waitFor
     return ws_id
 
 
@@ -50,6 +51,7 @@ def null_ws(devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path) -> st
         "postCreateCommand": f"{GONE} > /tmp/post-create-env",
     }
     devsy.up(make_project(tmp_path / "null", config), "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)
     return ws_id
 
 

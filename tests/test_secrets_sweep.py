@@ -69,7 +69,7 @@ def test_no_value_devsy_passes_appears_in_its_output_or_state(devsy: DevsyCli, w
         "ENV BA_TOKEN=$BA_TOKEN\n")
     sweep = Sweep(devsy, values)
 
-    failed = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    failed = devsy.up(project, "--id", ws_id, "--wait-all-hooks", *HOST_NET, ok=False)  # postCreate's failure fails it
     assert failed.returncode != 0 and failed.json["error"], failed.text
     assert "postCreateCommand" in failed.text
     sweep.check("failed up", failed.stdout, failed.stderr)
@@ -77,6 +77,11 @@ def test_no_value_devsy_passes_appears_in_its_output_or_state(devsy: DevsyCli, w
     (project / "ok").write_text("")
     up = devsy.up(project, "--id", ws_id, *HOST_NET)
     sweep.check("second up", up.stdout, up.stderr)
+    # postCreateCommand went on in the background this time: its log printed every value, masked.
+    background = devsy.wait_hooks(ws_id)
+    assert b"***" in background.stdout, background.text
+    assert (devsy.home / "workspaces" / ws_id / "hooks.log").is_file()
+    sweep.check("background hooks", background.stdout, background.stderr)
 
     status = devsy.run("status", ws_id, "--json")
     assert status.returncode == 0, status.text

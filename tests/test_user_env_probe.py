@@ -47,6 +47,7 @@ def test_login_shell_environment_reaches_hooks_exec_and_ssh(devsy: DevsyCli, ws_
     project = _project(tmp_path / "p", guest_image, {"onCreateCommand": f"{PROBED} > /tmp/on-create",
                                                      "postStartCommand": f"{PROBED} >> /tmp/post-start"})
     devsy.up(project, "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)  # postStartCommand comes after waitFor
     assert _in_container(docker_client, ws_id, "cat /tmp/on-create") == "/opt/tool|yes|/opt/tool/bin/mytool\n"
     # `devsy start` runs postStartCommand with the probe `up` stored.
     assert devsy.run("stop", ws_id).returncode == 0

@@ -91,6 +91,7 @@ def test_container_env_and_devcontainer_id_resolved_in_the_container(devsy: Devs
     }
     project = make_project(tmp_path / "project", config)
     devsy.up(project, "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)  # postCreateCommand comes after waitFor
     assert devsy.run("exec", ws_id, "--", "cat", "/tmp/resolved").stdout == b"ce-value ce-value-and-dflt\n"
     first_id = devsy.run("exec", ws_id, "--", "sh", "-c", "echo $DCID").stdout.strip()
     assert len(first_id) == 52, first_id

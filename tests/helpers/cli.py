@@ -57,6 +57,13 @@ class DevsyCli:
             assert result.returncode == 0, result.text
         return result
 
+    def wait_hooks(self, workspace_id: str, *, timeout: float = 180) -> CliResult:
+        """Wait until the hooks the last `up` left to the background (those after waitFor) have ended; fails the
+        test unless they all succeeded. Returns their output (`devsy logs --hooks --follow`)."""
+        result = self.run("logs", workspace_id, "--hooks", "--follow", timeout=timeout)
+        assert result.returncode == 0, result.text
+        return result
+
 
 def cli_env(devsy: DevsyCli, **extra: str) -> dict[str, str]:
     """The environment `devsy.run` uses, for tests that start the CLI with subprocess.Popen themselves."""
