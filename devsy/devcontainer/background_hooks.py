@@ -234,14 +234,16 @@ def _run(job: dict[str, Any]) -> int:
     code = 0
     try:
         driver = make_driver(deferred.provider, deferred.provider_options)
-        for command in deferred.commands:
+        for index, command in enumerate(deferred.commands):
             if command.commands:
                 state.current = command.name
                 _write_state(paths, state)
             run_lifecycle_command(driver, deferred.workspace_id, command, user=deferred.user,
                                   workdir=deferred.workdir, env=deferred.env, progress=progress)
-            if command.name in CREATE_HOOKS and not _mark_create_hook_done(paths, deferred.create_attempt,
-                                                                           command.name):
+            following = deferred.commands[index + 1:index + 2]
+            last_of_hook = not following or following[0].name != command.name  # its Features' ran before it
+            if command.name in CREATE_HOOKS and last_of_hook and not _mark_create_hook_done(
+                    paths, deferred.create_attempt, command.name):
                 raise _Replaced()
             if command.commands:
                 state.done.append(command.name)

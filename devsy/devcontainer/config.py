@@ -115,6 +115,9 @@ class DevContainerConfig:
     override_feature_install_order: list[str] = field(default_factory=list)
     # The variables of this config, for what Features declare (their mounts' ${devcontainerId} and the like).
     substitution: SubstitutionContext | None = field(default=None, repr=False)
+    # Lifecycle commands the config's Features declare, per hook name, in install order: they run before the config's
+    # own (with_feature_hooks, features/contributions.py). Filled once the Features are resolved.
+    feature_hooks: dict[str, tuple[LifecycleCommand, ...]] = field(default_factory=dict)
     # The substituted devcontainer.json when it still holds ${containerEnv:...} (see resolve_container_env).
     substituted: dict[str, Any] | None = field(default=None, repr=False)
 

@@ -48,10 +48,13 @@ def _done(name: str, done: Collection[str]) -> bool:
     return any(later in done for later in CREATE_HOOKS[CREATE_HOOKS.index(name):])
 
 
-def _guest_hooks(config: DevContainerConfig) -> dict[str, LifecycleCommand | None]:
-    return {"onCreateCommand": config.on_create_command, "updateContentCommand": config.update_content_command,
-            "postCreateCommand": config.post_create_command, "postStartCommand": config.post_start_command,
-            "postAttachCommand": config.post_attach_command}
+def _guest_hooks(config: DevContainerConfig) -> dict[str, list[LifecycleCommand]]:
+    """Each guest hook's commands: its Features' (install order), then the config's own, as the spec orders them."""
+    own = {"onCreateCommand": config.on_create_command, "updateContentCommand": config.update_content_command,
+           "postCreateCommand": config.post_create_command, "postStartCommand": config.post_start_command,
+           "postAttachCommand": config.post_attach_command}
+    return {name: [*config.feature_hooks.get(name, ()), *([command] if command is not None else [])]
+            for name, command in own.items()}
 
 
 def run_up_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str, progress: Progress,
@@ -59,26 +62,28 @@ def run_up_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, 
                  on_done: Callable[[str], None] = lambda _name: None,
                  wait_all: bool = False) -> list[LifecycleCommand]:
     """The guest hooks of one `devsy up`, in spec order: the create hooks not in `done` (when `create`; `on_done(name)`
-    after each succeeds, so a caller can record it before the next starts), postStart (when `start`), postAttach.
-    Runs those up to waitFor (all of them with `wait_all`) and returns the rest, for the background."""
+    after each one's commands succeed, so a caller can record it before the next starts), postStart (when `start`),
+    postAttach. Runs those up to waitFor (all of them with `wait_all`) and returns the rest, for the background,
+    where a create hook is marked done after its last command (background_hooks.py)."""
     hooks = _guest_hooks(config)
     names = [name for name in CREATE_HOOKS if create and not _done(name, done)]
     names += ["postStartCommand"] * start + ["postAttachCommand"]
     wait_for = LIFECYCLE_HOOKS.index(config.wait_for)
     later: list[LifecycleCommand] = []
     for name in names:
-        command = hooks[name]
+        commands = hooks[name]
         if later or (not wait_all and LIFECYCLE_HOOKS.index(name) > wait_for):
-            if command is not None:
-                later.append(command)
+            if commands:
+                later.extend(commands)
             elif later and name in CREATE_HOOKS:
                 # Nothing to run, but marked done only after the create hooks before it: its mark means all are.
                 later.append(LifecycleCommand(name, ()))
             elif name in CREATE_HOOKS:
                 on_done(name)
             continue
-        run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
-                              env=config.remote_env, progress=progress)
+        for command in commands:
+            run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
+                                  env=config.remote_env, progress=progress)
         if name in CREATE_HOOKS:
             on_done(name)
     return later
@@ -86,6 +91,7 @@ def run_up_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, 
 
 def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                     progress: Progress) -> None:
-    """`devsy start`: postStartCommand only (a start is not an attach)."""
-    run_lifecycle_command(driver, workspace_id, config.post_start_command, user=user,
-                          workdir=config.workspace_folder, env=config.remote_env, progress=progress)
+    """`devsy start`: postStartCommand only (a start is not an attach), its Features' first."""
+    for command in _guest_hooks(config)["postStartCommand"]:
+        run_lifecycle_command(driver, workspace_id, command, user=user, workdir=config.workspace_folder,
+                              env=config.remote_env, progress=progress)

@@ -19,7 +19,13 @@ from devsy.devcontainer.background_hooks import (
 from devsy.devcontainer.backend_settings import backend_warnings
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hooks import create_hooks_complete, run_up_hooks
-from devsy.devcontainer.image_prepare import PreparedImage, prepare_image, remove_built_images
+from devsy.devcontainer.features.contributions import apply_feature_contributions, with_feature_hooks
+from devsy.devcontainer.image_prepare import (
+    PreparedImage,
+    prepare_image,
+    remove_built_images,
+    with_recorded_features,
+)
 from devsy.devcontainer.initialize_command import run_initialize_command
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.devcontainer.update_uid import host_ids, needs_uid_layer, uid_layer
@@ -211,6 +217,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         label = found.labels.get(LABEL_CREATE_ATTEMPT, "")
         # No label: an instance of an older devsy, or a provider that reports none, whose hooks count as done.
         unfinished = bool(label) and not _create_hooks_done(record, label)
+        config = with_recorded_features(config, record.feature_digests)
         started = not found.running
         if started:
             with progress.step(f"starting workspace {record.id}"):
@@ -227,6 +234,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         progress.warn(warning)
     image = prepare_image(config, record.id, network_mode=network_mode_of(driver.name, record.provider_options),
                           progress=progress, backend_pulls=backend_pulls_images(driver.name))
+    config = with_feature_hooks(config, image.features)
     user = remote_user(config, image.user)
     mount = workspace_mount(config, folder, user)
     image = _with_host_ids(image, config, record, user, mount.mount, driver, progress)
@@ -243,9 +251,11 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     )
     if config.override_command:
         options.entrypoint, options.cmd = list(KEEP_ALIVE_ENTRYPOINT), list(KEEP_ALIVE_ARGS)
+    apply_feature_contributions(options, image.features)  # after the command: Feature entrypoints wrap it
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
     attempt.replaced_instance = found is not None
+    record.feature_digests = {feature.source.id: feature.digest for feature in image.features}
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
     _require_user(driver, record.id, user, image.ref)
     _run_up_hooks(driver, record, create_attempt, config, user, paths, attempt, progress, create=True, start=True)

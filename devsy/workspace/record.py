@@ -75,6 +75,9 @@ class WorkspaceRecord:
     # environment, for `user_env_key` (create attempt, remote user, probe mode); never a value devsy passes.
     user_env: dict[str, str] = field(default_factory=dict)
     user_env_key: str = ""
+    # The Features the instance's image was built with: id -> digest (devcontainer/features), so a later up or start
+    # finds their lifecycle commands in the fetch cache without asking a registry.
+    feature_digests: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def new(
@@ -127,6 +130,9 @@ class WorkspaceRecord:
         user_env = data.get("user_env", {})
         if not isinstance(user_env, dict) or not all(isinstance(v, str) for v in user_env.values()):
             raise ValueError("field 'user_env' is not an object of strings")
+        digests = data.get("feature_digests", {})
+        if not isinstance(digests, dict) or not all(isinstance(v, str) for v in digests.values()):
+            raise ValueError("field 'feature_digests' is not an object of strings")
         options = data.get("provider_options", {})
         if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
             raise ValueError("field 'provider_options' is not an object of strings")
@@ -151,6 +157,7 @@ class WorkspaceRecord:
             create_hooks_done=list(done),
             user_env=dict(user_env),
             user_env_key=data.get("user_env_key", ""),
+            feature_digests=dict(digests),
         )
 
     @classmethod

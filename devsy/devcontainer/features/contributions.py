@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import docker.errors
 
+from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.features.model import FEATURE_LIFECYCLE, ResolvedFeature
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.driver.base import RunOptions
@@ -72,3 +73,9 @@ def _image_command(ref: str) -> list[str]:
     finally:
         client.close()
     return [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+
+
+def with_feature_hooks(config: DevContainerConfig, features: Sequence[ResolvedFeature]) -> DevContainerConfig:
+    """`config` with its Features' lifecycle commands (feature_hooks), which run before the config's own."""
+    hooks = {name: tuple(feature_lifecycle_commands(features, attr)) for attr, name in FEATURE_LIFECYCLE.items()}
+    return dataclasses.replace(config, feature_hooks={name: found for name, found in hooks.items() if found})
