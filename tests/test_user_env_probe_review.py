@@ -4,11 +4,15 @@ removes a probed variable from `devsy ssh` sessions too (the guest agent set the
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers.cli import HOST_NET, DevsyCli
+from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env
+from test_faults_build import _lines_until
 from test_user_env_probe import _project
 
 pytestmark = pytest.mark.docker
@@ -32,3 +36,26 @@ def test_another_users_session_gets_no_probe_and_a_null_unsets_a_probed_variable
         result = devsy.run(*command)
         assert result.returncode == 0, result.text
         assert result.stdout == b"/root|unset|unset\n", command[0]
+
+
+def test_sessions_of_an_instance_a_killed_recreate_left_get_no_probe_of_the_replaced_one(
+        devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", guest_image, {}, bashrc="export FROM_BASHRC=old-instance")
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert devsy.run("exec", ws_id, "--", "printenv", "FROM_BASHRC").stdout == b"old-instance\n"
+    # The new instance's shell sets another value; its `up --recreate` is killed in onCreateCommand.
+    marker = f"in-post-create-{ws_id}"
+    project = _project(tmp_path / "p", guest_image, {"onCreateCommand": f"echo {marker}; sleep 600"},
+                       bashrc="export FROM_BASHRC=new-instance")
+    proc = subprocess.Popen([*DEVSY, "up", str(project), "--id", ws_id, "--recreate", *HOST_NET],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(devsy),
+                            start_new_session=True)
+    try:
+        _lines_until(proc, marker, timeout=240)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    # The instance left is the new one: a session gets its shell's value, never the replaced instance's.
+    result = devsy.run("exec", ws_id, "--", "sh", "-c", 'echo "${FROM_BASHRC-unset}"')
+    assert result.returncode == 0, result.text
+    assert result.stdout == b"new-instance\n"

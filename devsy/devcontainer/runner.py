@@ -255,6 +255,11 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
     with progress.step(f"{'recreating' if found else 'creating'} workspace {record.id} from {image.ref}"):
         instance = driver.run(record.id, options)
     attempt.replaced_instance = found is not None
+    if found is not None and attempt.on_disk.user_env_key:
+        # The probe on disk was the replaced instance's: a killed up must not leave it to the new one's sessions.
+        # Only now: a replacement the provider refused leaves the record as it was.
+        attempt.on_disk = dataclasses.replace(attempt.on_disk, user_env={}, user_env_key="")
+        save_record(paths, attempt.on_disk)
     record.feature_digests = {feature.source.id: feature.digest for feature in image.features}
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
     _require_user(driver, record.id, user, image.ref)
@@ -294,8 +299,13 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
     each one's completion on disk before the next starts, so a killed `up` leaves the next one exactly the hooks
     still to run; then postStart (with `start`) and postAttach."""
     config = in_instance(driver, record.id, config)  # ${containerEnv:...} and remoteEnv nulls (session_env.py)
+    probed_before = record.user_env_key
     config = with_user_env(config, ensure_user_env(driver, record, create_attempt=create_attempt, user=user,
                                                    mode=config.user_env_probe, progress=progress))
+    if record.user_env_key != probed_before:  # on disk at once, as the hook markers: sessions of a killed up's instance
+        attempt.on_disk = dataclasses.replace(attempt.on_disk, user_env=dict(record.user_env),
+                                              user_env_key=record.user_env_key)
+        save_record(paths, attempt.on_disk)
     if not create:
         later = run_up_hooks(driver, record.id, config, user=user, progress=progress, create=False, start=start,
                              wait_all=attempt.wait_all_hooks)
