@@ -5,6 +5,7 @@ removes a probed variable from `devsy ssh` sessions too (the guest agent set the
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 from pathlib import Path
@@ -59,3 +60,25 @@ def test_sessions_of_an_instance_a_killed_recreate_left_get_no_probe_of_the_repl
     result = devsy.run("exec", ws_id, "--", "sh", "-c", 'echo "${FROM_BASHRC-unset}"')
     assert result.returncode == 0, result.text
     assert result.stdout == b"new-instance\n"
+
+
+def test_a_reprobe_of_a_reused_instance_stores_no_value_derived_from_its_own_older_secret(
+        devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path) -> None:
+    """containerEnv's token changed (T1 -> T2) but the reused instance still holds T1; a changed probe mode probes
+    again, and the shell's `bearer-$API_TOKEN` is built from T1: neither stored nor printed."""
+    old, new = secrets.token_hex(16), secrets.token_hex(16)
+    hook = 'echo "derived=$DERIVED"'
+    project = _project(tmp_path / "p", guest_image, {"containerEnv": {"API_TOKEN": old}, "onCreateCommand": hook,
+                                                     "userEnvProbe": "loginShell"},
+                       bashrc='export DERIVED="bearer-$API_TOKEN"')
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    project = _project(tmp_path / "p", guest_image, {"containerEnv": {"API_TOKEN": new},
+                                                     "postAttachCommand": hook, "waitFor": "postAttachCommand",
+                                                     "userEnvProbe": "loginInteractiveShell"},
+                       bashrc='export DERIVED="bearer-$API_TOKEN"')
+    again = devsy.up(project, "--id", ws_id)
+    assert again.returncode == 0, again.text
+    assert "derived=***" in again.stderr.decode(), again.text  # the hook got it, masked in devsy's output
+    record = (devsy.home / "workspaces" / ws_id / "workspace.json").read_text()
+    assert old not in record and old not in again.text
+    assert devsy.run("exec", ws_id, "--", "printenv", "API_TOKEN").stdout == f"{old}\n".encode()  # still T1

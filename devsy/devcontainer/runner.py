@@ -301,7 +301,8 @@ def _run_up_hooks(driver: Driver, record: WorkspaceRecord, create_attempt: str, 
     config = in_instance(driver, record.id, config)  # ${containerEnv:...} and remoteEnv nulls (session_env.py)
     probed_before = record.user_env_key
     config = with_user_env(config, ensure_user_env(driver, record, create_attempt=create_attempt, user=user,
-                                                   mode=config.user_env_probe, progress=progress))
+                                                   mode=config.user_env_probe, progress=progress,
+                                                   passed_names=config.container_env.keys()))
     if record.user_env_key != probed_before:  # on disk at once, as the hook markers: sessions of a killed up's instance
         attempt.on_disk = dataclasses.replace(attempt.on_disk, user_env=dict(record.user_env),
                                               user_env_key=record.user_env_key)

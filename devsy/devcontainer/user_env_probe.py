@@ -18,6 +18,7 @@ import io
 import re
 import secrets
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from devsy.devcontainer.config import DevContainerConfig
@@ -25,7 +26,7 @@ from devsy.devcontainer.instance_env import read_instance_env
 from devsy.driver.base import Driver, ExecRequest
 from devsy.errors import WorkspaceError
 from devsy.progress import Progress
-from devsy.redaction import redact_text
+from devsy.redaction import configured_secrets, redact_text, register_secrets
 from devsy.workspace.record import WorkspaceRecord
 
 _SHELL_FLAGS = {"loginInteractiveShell": "-lic", "loginShell": "-lc", "interactiveShell": "-ic"}  # besides "none"
@@ -66,18 +67,23 @@ def probe_key(create_attempt: str, user: str, mode: str) -> str:
 
 
 def ensure_user_env(driver: Driver, record: WorkspaceRecord, *, create_attempt: str, user: str, mode: str,
-                    progress: Progress) -> dict[str, str]:
+                    progress: Progress, passed_names: Collection[str] = ()) -> dict[str, str]:
     """The probed additions for this instance and user, probing when the record holds none for them; the record
-    (saved by the caller) is updated with what may be stored."""
+    (saved by the caller) is updated with what may be stored. `passed_names`: the containerEnv names devsy passes
+    (see probe_user_env)."""
     key = probe_key(create_attempt, user, mode)
     if record.user_env_key == key:
         return dict(record.user_env)
-    probed = probe_user_env(driver, record.id, user=user, mode=mode, progress=progress)
+    probed = probe_user_env(driver, record.id, user=user, mode=mode, progress=progress, passed_names=passed_names)
     record.user_env, record.user_env_key = dict(probed.stored), key
     return probed.values
 
 
-def probe_user_env(driver: Driver, workspace_id: str, *, user: str, mode: str, progress: Progress) -> ProbedEnv:
+def probe_user_env(driver: Driver, workspace_id: str, *, user: str, mode: str, progress: Progress,
+                   passed_names: Collection[str] = ()) -> ProbedEnv:
+    """`passed_names`: containerEnv names whose values in the instance are secrets too, even when the config now
+    passes others (a reused instance keeps the values of the up that created it): nothing built from them is
+    stored, and devsy masks them."""
     if mode == "none":
         return ProbedEnv({}, {})
     with progress.step(f"probing the environment of {user}'s shell (userEnvProbe {mode})"):
@@ -94,7 +100,11 @@ def probe_user_env(driver: Driver, workspace_id: str, *, user: str, mode: str, p
     if "PATH" in shell_env and "PATH" in instance:
         shell_env["PATH"] = merge_paths(shell_env["PATH"], instance["PATH"], root=user in ("root", "0"))
     added = {name: value for name, value in shell_env.items() if instance.get(name) != value}
-    return ProbedEnv(added, {name: value for name, value in added.items() if redact_text(value) == value})
+    instance_secrets = [instance[name] for name in passed_names if name in instance]
+    register_secrets(instance_secrets)
+    secret_values = configured_secrets(instance_secrets)
+    return ProbedEnv(added, {name: value for name, value in added.items()
+                             if redact_text(value, secret_values) == value})
 
 
 def merge_paths(shell_path: str, container_path: str, *, root: bool) -> str:
