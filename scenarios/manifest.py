@@ -163,6 +163,14 @@ MANIFEST = Manifest(
                      "before nor after; the credentials are never printed",
                      simulator=False, simulator_reason="msb's own registry client: the stand-in pulls through the "
                      "host's Docker engine (docker pull), which then holds the image"),
+                Case("local-feature", "a Dockerfile build plus the local Feature ./features/parity (Go's fixture "
+                     "shape): the image's and the Feature's marker files and ENV values and the default of its "
+                     "option reach devsy exec and ssh; the instance runs the Feature image (MicroSandbox: loaded by "
+                     "digest); a second up reuses it and builds nothing; delete removes the build and the layers"),
+                Case("oci-feature", "a Feature the case pushes to an owned loopback registry, installed with an "
+                     "option: its option, marker file and ENV value reach devsy exec and ssh; the first up reads "
+                     "the manifest once and the layer once, a second plain up asks the registry nothing; delete "
+                     "removes the Feature layers"),
             ),
         ),
         Suite(

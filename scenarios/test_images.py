@@ -7,6 +7,8 @@ target, reuse, --recreate, delete). Built and local images live in the host's Do
 them with for every backend; MicroSandbox boots them loaded by digest (devsy/driver/microsandbox/images.py).
 registry-pull serves the image from an owned loopback registry that asks for credentials: the Docker engine pulls
 it for Docker; msb pulls it itself for MicroSandbox, and the host's engine never holds it.
+local-feature and oci-feature add Dev Container Features: a local one on a Dockerfile build (Go's fixture shape) and
+one the case pushes to an owned loopback registry; devsy installs them on the host's engine for every backend.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import base64
 import hashlib
 import io
 import json
+import shutil
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -371,3 +374,123 @@ def test_registry_pull(provider: Provider, case: CaseContext, devsy: DevsyHandle
         _assert_not_printed(base64.b64encode(f"{REGISTRY_USER}:{password}".encode()).decode(), text, what)
     devsy.delete(wid).expect_success()
     assert backend.instances(wid) == [], f"delete left the instance: {backend.instances(wid)}"
+
+
+# -- local-feature ---------------------------------------------------------------------------------------------------
+# The Go catalogue's fixture (e2e/tests/up/testdata/microsandbox-images): a Dockerfile build plus
+# "features": {"./features/parity": {}}, generated here with an option whose default the empty options take.
+FEATURE_MARKER = "/usr/local/share/devsy-feature-parity"
+FEATURE_DOCKERFILE = (f"FROM {GUEST_IMAGE}\nRUN mkdir -p /usr/local/share && printf '%s\\n' dockerfile-parity"
+                      f" > {MARKER}\nENV DEVSY_IMAGE_PARITY=dockerfile-parity\n")
+FEATURE_VIEW = (f"cat {MARKER} {FEATURE_MARKER}; "
+                'printf "%s\\n" "$DEVSY_IMAGE_PARITY" "$DEVSY_FEATURE_PARITY"; id -un')
+
+
+def _parity_feature(env_value: str, install_line: str, **options: dict) -> dict[str, str]:
+    """A Feature's files (devcontainer-feature.json, install.sh): its containerEnv DEVSY_FEATURE_PARITY, its marker
+    file written by `install_line`'s output, its options."""
+    metadata = {"id": "parity", "version": "1.0.0", "name": "image parity marker",
+                "containerEnv": {"DEVSY_FEATURE_PARITY": env_value}, **({"options": options} if options else {})}
+    return {"devcontainer-feature.json": json.dumps(metadata),
+            "install.sh": f"#!/bin/sh\nset -eu\nmkdir -p /usr/local/share\n{install_line} > {FEATURE_MARKER}\n"}
+
+
+def _feature_images(wid: str) -> dict[str, str]:
+    """The images devsy built for `wid` that carry its Feature layers (tagged devsy-features-<wid>:...)."""
+    return {image_id: tags for image_id, tags in _built_images(wid).items()
+            if any(tag.startswith(f"devsy-features-{wid}:") for tag in tags.split(","))}
+
+
+def _assert_runs_feature_image(provider: Provider, backend: BackendInspector, wid: str) -> str:
+    """The instance runs the image with the Feature layers (MicroSandbox: loaded by digest), not the base."""
+    image_id = INSTANCE_IMAGE[provider.backend](backend, only_instance(backend, wid))
+    features = _feature_images(wid)
+    assert image_id in features, f"the instance runs {image_id}, not the Feature image devsy built ({features}; " \
+                                 f"all it built: {_built_images(wid)})"
+    return image_id
+
+
+@case("images/local-feature")
+def test_local_feature(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
+    wid = case.workspace_id()
+    source = local_source(case)
+    devcontainer = source / ".devcontainer"
+    (devcontainer / "Dockerfile").write_text(FEATURE_DOCKERFILE)
+    feature = devcontainer / "features" / "parity"
+    feature.mkdir(parents=True)
+    for name, text in _parity_feature("feature-parity", 'printf "%s|%s\\n" feature-parity "$FLAVOR"',
+                                      flavor={"type": "string", "default": "default-flavor"}).items():
+        (feature / name).write_text(text)
+    (feature / "install.sh").chmod(0o755)
+    write_config(source, {"build": {"dockerfile": "Dockerfile"}, "containerUser": "root", "remoteUser": "root",
+                          "features": {"./features/parity": {}}})
+    case.cleanup.add(f"remove the images devsy built for {wid}", lambda: _remove_built(wid))
+
+    first = devsy.up(source, wid)
+    assert_running(first.ws())
+    expected = "dockerfile-parity\nfeature-parity|default-flavor\ndockerfile-parity\nfeature-parity\nroot\n"
+    assert _guest(devsy, wid, FEATURE_VIEW) == (expected,) * 2, \
+        "the image's or the Feature's marker file or ENV value (or the option's default) differs in the guest"
+    image_id = _assert_runs_feature_image(provider, backend, wid)
+    built = _built_images(wid)
+
+    again = devsy.up(source, wid)
+    assert again.ws().reused and _instance_id(again) == _instance_id(first), f"a second up did not reuse: {again}"
+    assert _assert_runs_feature_image(provider, backend, wid) == image_id
+    assert _built_images(wid) == built, "a second up built again"
+
+    devsy.delete(wid).expect_success()
+    assert backend.instances(wid) == [], f"delete left the instance: {backend.instances(wid)}"
+    left = _built_images(wid, all_layers=True)
+    assert left == {}, f"delete left images devsy built for {wid} (the build's or the Feature layers): {left}"
+
+
+# -- oci-feature -----------------------------------------------------------------------------------------------------
+def _forget_cached_feature(digest: str) -> None:
+    """Remove the folder devsy extracted the case's Feature to (its host cache, by digest): content unique to the
+    case, which no later run can use."""
+    from devsy.agent.wheels import cache_root  # where the devsy under test caches on this host
+
+    shutil.rmtree(cache_root() / "features" / "oci" / digest.replace(":", "-"), ignore_errors=True)
+
+
+@case("images/oci-feature")
+def test_oci_feature(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector) -> None:
+    wid = case.workspace_id()
+    registry = OciRegistry()
+    case.cleanup.add("stop the case's OCI registry", registry.stop)
+    registry.start()
+    repo = "features/parity"
+    # The case's id in install.sh: content (so a digest) of this case alone, never one devsy cached before.
+    files = _parity_feature("oci-parity", f'printf "%s|%s\\n" "$GREETING" {wid}',
+                            greeting={"type": "string", "default": "hello"})
+    digest = registry.push_feature(f"{repo}:1", files)
+    case.cleanup.add(f"forget the cached Feature {digest}", lambda: _forget_cached_feature(digest))
+    feature = registry.ref(f"{repo}:1")
+    source = local_source(case, features={feature: {"greeting": "from-config"}})
+    case.cleanup.add(f"remove the images devsy built for {wid}", lambda: _remove_built(wid))
+
+    registry.mark()
+    first = devsy.up(source, wid)
+    assert_running(first.ws())
+    view = f"cat {FEATURE_MARKER}; printenv DEVSY_FEATURE_PARITY; id -un"
+    assert _guest(devsy, wid, view) == (f"from-config|{wid}\noci-parity\ndev\n",) * 2, \
+        "the OCI Feature's option, marker file or ENV value differs in the guest"
+    _assert_runs_feature_image(provider, backend, wid)
+    requests_made = registry.requests()
+    manifests = registry.manifest_reads(repo)
+    blobs = [r.path for r in requests_made if r.path.startswith(f"/v2/{repo}/blobs/")]
+    case.record_figure("manifest_reads", manifests)
+    # The tag is resolved once and its one layer fetched once (devsy on the host: msb never sees the Feature).
+    assert manifests == 1 and len(blobs) == 1, \
+        f"the first up should read the manifest once and the layer once: {requests_made}"
+
+    registry.mark()
+    again = devsy.up(source, wid)
+    assert again.ws().reused and _instance_id(again) == _instance_id(first), f"a second up did not reuse: {again}"
+    assert registry.requests() == [], f"a second plain up asked the registry: {registry.requests()}"
+
+    devsy.delete(wid).expect_success()
+    assert backend.instances(wid) == [], f"delete left the instance: {backend.instances(wid)}"
+    left = _built_images(wid, all_layers=True)
+    assert left == {}, f"delete left the Feature layers devsy built for {wid}: {left}"
