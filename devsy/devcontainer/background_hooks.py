@@ -15,6 +15,11 @@ workspace lock: SIGTERM, which the process turns into the cancellation of its gu
 killed, as for an interrupted `up`), a bounded grace, then KILL. A create hook it completes (postCreateCommand) is
 marked in the record under that lock, as `up` marks it, so a continuation ended mid-hook leaves the next `up`
 exactly the hooks still to run.
+
+An interactive `devsy ssh` session is an attach too: it starts this process in attach mode (`start_attach_hooks`),
+which reads the workspace itself and runs postAttachCommand the same way, so the session's start is not delayed.
+It runs only when no continuation is running and no other devsy command holds the workspace (an `up` ends with its
+own postAttachCommand); its output is added to hooks.log.
 """
 
 from __future__ import annotations
@@ -125,7 +130,8 @@ def start_background_hooks(paths: WorkspacePaths, deferred: DeferredHooks, progr
             proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
                                     cwd=paths.root)
-        state = HooksState(pid=proc.pid, start_time=start_time(proc.pid), hooks=deferred.names)
+        state = HooksState(pid=proc.pid, start_time=start_time(proc.pid), hooks=deferred.names,
+                           current=deferred.names[0])
         _write_state(paths, state)  # before the job is sent: the process writes the state only after reading it
         assert proc.stdin is not None
         with proc.stdin:
@@ -139,18 +145,33 @@ def start_background_hooks(paths: WorkspacePaths, deferred: DeferredHooks, progr
     return state
 
 
+def start_attach_hooks(paths: WorkspacePaths) -> None:
+    """An interactive session began: postAttachCommand in the background (the process decides whether it runs)."""
+    try:
+        with log_path(paths).open("ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                    cwd=paths.root)
+        assert proc.stdin is not None
+        with proc.stdin:
+            proc.stdin.write(json.dumps({"attach": True, "home": str(paths.root.parent.parent),
+                                         "workspace_id": paths.root.name}).encode())
+    except OSError:
+        pass  # the session matters more than its postAttachCommand; the next one tries again
+
+
 def clear_background_hooks(paths: WorkspacePaths) -> None:
     """This up left nothing to the background: no earlier continuation's state or log may describe it."""
     _state_path(paths).unlink(missing_ok=True)
     log_path(paths).unlink(missing_ok=True)
 
 
-def end_background_hooks(paths: WorkspacePaths, progress: Progress) -> None:
-    """End a running continuation of this workspace; call holding the workspace lock, before touching the instance
-    (or the record: the continuation marks create hooks in it)."""
+def end_background_hooks(paths: WorkspacePaths, progress: Progress) -> bool:
+    """End a running continuation of this workspace; call holding the workspace lock, before touching the instance.
+    True if one was running: it may have marked create hooks in the record since the caller read it."""
     state = read_state(paths)
     if state is None or state.state not in ("running", "vanished"):
-        return
+        return False
     pinned = pin_started(state.pid, state.start_time) if state.state == "running" else None
     if pinned is not None:
         with pinned, progress.step(f"stopping the background hooks ({state.summary()})"):
@@ -160,6 +181,7 @@ def end_background_hooks(paths: WorkspacePaths, progress: Progress) -> None:
     if ended is not None and ended.state in ("running", "vanished"):
         ended.state, ended.ended_at = "stopped" if pinned is not None else "vanished", utc_now_rfc3339()
         _write_state(paths, ended)
+    return True
 
 
 def follow_log(paths: WorkspacePaths, out: BinaryIO, *, follow: bool) -> HooksState | None:
@@ -223,14 +245,62 @@ def _mark_create_hook_done(paths: WorkspacePaths, create_attempt: str, name: str
     return True
 
 
+def _attach_job(paths: WorkspacePaths, progress: Progress) -> tuple[DeferredHooks, HooksState] | None:
+    """An interactive session's postAttachCommand, if it is to run now; its state is on disk when this returns."""
+    from devsy.devcontainer.hooks import attach_hooks
+    from devsy.devcontainer.image_prepare import with_recorded_features
+    from devsy.devcontainer.session_env import in_instance
+    from devsy.devcontainer.user_env_probe import stored_user_env, with_user_env
+    from devsy.devcontainer.workspace_config import load_workspace_config
+    from devsy.driver.registry import make_driver
+    from devsy.errors import LockTimeout
+    from devsy.workspace.lock import workspace_lock
+    from devsy.workspace.record import load_record
+
+    try:
+        with workspace_lock(paths, timeout=0, command=f"devsy ssh {paths.root.name} (postAttachCommand)"):
+            running = read_state(paths)
+            record = load_record(paths)
+            if (running is not None and running.state == "running") or record is None:
+                return None  # hooks already going on (they end with postAttachCommand), or no workspace
+            config = load_workspace_config(record.source, paths, record.id, record.config_path)
+            config = with_recorded_features(config, record.feature_digests)
+            config = in_instance(make_driver(record.provider, record.provider_options), record.id, config)
+            config = with_user_env(config, stored_user_env(record, config.user_env_probe))
+            commands = attach_hooks(config)
+            if not commands:
+                return None
+            deferred = DeferredHooks(record.id, record.provider, dict(record.provider_options),
+                                     record.create_hooks_attempt, tuple(commands), record.remote_user,
+                                     config.workspace_folder, dict(config.remote_env))
+            state = HooksState(pid=os.getpid(), start_time=start_time(os.getpid()), hooks=deferred.names)
+            _write_state(paths, state)
+    except LockTimeout:
+        return None  # another devsy command changes the workspace now; an up runs postAttachCommand itself
+    progress.info(f"an interactive session attached: running {', '.join(deferred.names)}")
+    return deferred, state
+
+
 def _run(job: dict[str, Any]) -> int:
     from devsy.driver.registry import make_driver
 
-    register_secrets(job["secrets"])
-    deferred = _from_job(job)
-    paths = workspace_paths(Path(job["home"]), deferred.workspace_id)
-    state = read_state(paths) or HooksState(pid=os.getpid(), start_time=start_time(os.getpid()), hooks=deferred.names)
     progress = Progress(sys.stderr)
+    if job.get("attach"):
+        paths = workspace_paths(Path(job["home"]), job["workspace_id"])
+        try:
+            attached = _attach_job(paths, progress)
+        except DevsyError as exc:
+            progress.info(f"postAttachCommand of the interactive session not run: {redact_text(exc.message)}")
+            return 1
+        if attached is None:
+            return 0
+        deferred, state = attached
+    else:
+        register_secrets(job["secrets"])
+        deferred = _from_job(job)
+        paths = workspace_paths(Path(job["home"]), deferred.workspace_id)
+        state = read_state(paths) or HooksState(pid=os.getpid(), start_time=start_time(os.getpid()),
+                                                hooks=deferred.names)
     code = 0
     try:
         driver = make_driver(deferred.provider, deferred.provider_options)

@@ -108,7 +108,6 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
                     else derive_workspace_id(source))
     paths = workspace_paths(request.home, workspace_id)
     with workspace_lock(paths, command=f"devsy up {workspace_id}"):
-        end_background_hooks(paths, progress)  # an earlier up's: they may not run beside this one's hooks
         existing = load_record(paths)
         if existing is not None and existing.source.recorded() != source.recorded():
             raise WorkspaceError(
@@ -133,6 +132,10 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             # Before any driver or instance exists: its failure leaves only what the ledger removes.
             run_initialize_command(config.initialize_command, host_folder(source, paths), workspace_id, progress)
             driver = make_driver(provider, options)
+            # An earlier up's later hooks may not run beside this one's. Ended only now: an up refused above leaves
+            # them running. Meanwhile they may have marked a create hook done: the record takes that mark.
+            if end_background_hooks(paths, progress) and existing is not None:
+                _take_hook_marks(load_record(paths), record, attempt)
             if existing is not None and request.recreate:
                 stop_master(request.home, existing.id, existing.uid)  # it serves the instance being replaced
             if existing is None:  # a failed first up leaves no record to delete its built images (layers) by
@@ -157,6 +160,14 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
         else:
             clear_background_hooks(paths)
         return UpResult(record=record, instance=instance, reused=reused, background_hooks=background)
+
+
+def _take_hook_marks(saved: WorkspaceRecord | None, record: WorkspaceRecord, attempt: _Attempt) -> None:
+    if saved is None:
+        return
+    for target in (record, attempt.on_disk):
+        target.create_hooks_attempt, target.create_hooks_done = saved.create_hooks_attempt, \
+            list(saved.create_hooks_done)
 
 
 def _explain_replaced(exc: DevsyError, record: WorkspaceRecord) -> None:

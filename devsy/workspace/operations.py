@@ -75,9 +75,9 @@ def list_workspaces(home: Path) -> list[WorkspaceRecord]:
 def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
     with _locked(home, raw_id, "start") as ws:
         _require_host_folder(ws)
-        end_background_hooks(ws.paths, progress)
         found = ws.driver.find(ws.record.id)
-        if found is None or not found.running:
+        if found is None or not found.running:  # a running one keeps its background hooks: start has nothing to do
+            end_background_hooks(ws.paths, progress)
             with progress.step(f"starting workspace {ws.record.id}"):
                 ws.driver.start(ws.record.id)
             config = load_workspace_config(ws.record.source, ws.paths, ws.record.id, ws.record.config_path)
@@ -87,7 +87,7 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
             config = with_user_env(in_instance(ws.driver, ws.record.id, config),
                                    stored_user_env(ws.record, config.user_env_probe))
             run_start_hooks(ws.driver, ws.record.id, config, user=ws.record.remote_user, progress=progress)
-        return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
+        return WorkspaceState(ws.record, ws.driver.find(ws.record.id), read_state(ws.paths))
 
 
 def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
@@ -98,7 +98,7 @@ def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
         if found is not None and found.running:
             with progress.step(f"stopping workspace {ws.record.id}"):
                 ws.driver.stop(ws.record.id)
-        return WorkspaceState(ws.record, ws.driver.find(ws.record.id))
+        return WorkspaceState(ws.record, ws.driver.find(ws.record.id), read_state(ws.paths))
 
 
 def delete(home: Path, raw_id: str, progress: Progress) -> str:
