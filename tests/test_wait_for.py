@@ -10,6 +10,7 @@ import os
 import select
 from pathlib import Path
 
+from devsy.bounded_wait import poll_until
 from devsy.process_tree import pin_started
 from fixtures.process_observer import ProcessObserver
 from helpers.cli import HOST_NET, DevsyCli
@@ -212,3 +213,25 @@ def test_follow_without_hooks_is_a_usage_error(devsy, ws_id):
     result = devsy.run("logs", ws_id, "--follow")
     assert result.returncode != 0 and b"--follow is for --hooks" in result.stderr, result.text
 
+
+
+def test_an_interactive_session_runs_post_attach_in_the_background_and_a_command_does_not(devsy, ws_id, guest_image,
+                                                                                        tmp_path):
+    project = make_project(tmp_path / "p", {"image": guest_image, "containerEnv": {"TOKEN": SECRET},
+                                            "postAttachCommand": f"echo attach-$TOKEN; {_log('postAttach')}"})
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    devsy.wait_hooks(ws_id)
+    assert (project / "order.log").read_text().split() == ["postAttach"]
+    for argv in (["ssh", ws_id, "--command", "true"], ["exec", ws_id, "--", "true"]):
+        assert devsy.run(*argv).returncode == 0
+    assert _background(devsy, ws_id)["state"] == "finished"  # no attach: they ran a command, not a session
+    before = _state_file(devsy, ws_id)["pid"]
+    session = devsy.run("ssh", ws_id, input=b"echo in-session\nexit 0\n")  # a shell session, no --command
+    assert session.returncode == 0 and b"in-session" in session.stdout, session.text
+    # The session does not wait for its attach to be taken up: the test waits (bounded) for the process to say so.
+    poll_until(lambda: _state_file(devsy, ws_id)["pid"], lambda pid: pid != before, timeout=60, interval=0.1,
+               what="the interactive session's postAttachCommand to start")
+    log = devsy.wait_hooks(ws_id)
+    assert (project / "order.log").read_text().split() == ["postAttach", "postAttach"]
+    assert b"an interactive session attached" in log.stdout and b"attach-***" in log.stdout, log.text
+    assert SECRET.encode() not in log.stdout

@@ -12,6 +12,8 @@ from devsy.workspace.paths import devsy_home, workspace_paths
 
 def run_ssh_command(args: argparse.Namespace) -> int:
     env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env), args.user)
+    if not args.stdio and args.remote_command is None:
+        _attach(args.workspace)
     use_master = mux_enabled()
     persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
     if not args.stdio and use_master:
@@ -28,6 +30,16 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     options = SshOptions(workspace=args.workspace, command=args.remote_command, user=args.user, env=env,
                          stdio=args.stdio, tty=args.tty)
     return cancellable(lambda cancel: run_ssh(devsy_home(), options, cancel))
+
+
+def _attach(workspace: str) -> None:
+    """An interactive session is an attach: postAttachCommand runs in the background, never delaying the shell."""
+    from devsy.devcontainer.background_hooks import start_attach_hooks
+    from devsy.workspace.ids import validate_workspace_id
+
+    paths = workspace_paths(devsy_home(), validate_workspace_id(workspace))
+    if paths.record.is_file():
+        start_attach_hooks(paths)
 
 
 def _session_env(workspace: str, explicit: dict[str, str], user: str) -> dict[str, str]:

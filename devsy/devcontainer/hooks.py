@@ -89,6 +89,11 @@ def run_up_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, 
     return later
 
 
+def attach_hooks(config: DevContainerConfig) -> list[LifecycleCommand]:
+    """postAttachCommand's commands (its Features' first), for an interactive session's attach."""
+    return _guest_hooks(config)["postAttachCommand"]
+
+
 def run_start_hooks(driver: Driver, workspace_id: str, config: DevContainerConfig, *, user: str,
                     progress: Progress) -> None:
     """`devsy start`: postStartCommand only (a start is not an attach), its Features' first."""
