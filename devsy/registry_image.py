@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import ipaddress
 import platform
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -33,6 +32,7 @@ import requests
 import urllib3.exceptions
 
 from devsy.errors import ImageError
+from devsy.loopback import is_loopback_host
 from devsy.redaction import redact_url
 
 REQUEST_TIMEOUT_S = 30.0
@@ -87,13 +87,7 @@ def registry_host(registry: str) -> str:
 
 def is_loopback(registry: str) -> bool:
     """Whether `registry` (host[:port]) is this machine: Docker's built-in insecure range, 127.0.0.0/8 (and ::1)."""
-    host = registry_host(registry)
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(registry_host(registry))
 
 
 def parse_reference(ref: str) -> ImageReference:
@@ -201,23 +195,30 @@ class ArtifactReader:
             raise ImageError(f"the manifest of {self.subject} names a blob by {digest!r}, not a sha256 digest",
                              hint="republish it with a standard OCI client")
         response = self._session._authorized_get(f"blobs/{digest}", ("*/*",), "layer", stream=True)
-        hasher, size = hashlib.sha256(), 0
         try:
-            for chunk in response.raw.stream(1 << 16, decode_content=False):  # the stored bytes, as digested
-                size += len(chunk)
-                if size > max_bytes:
-                    raise ImageError(f"the layer of {self.subject} is larger than {max_bytes} bytes",
-                                     hint="a Feature is a small tar of scripts; check the reference")
-                hasher.update(chunk)
-                target.write(chunk)
+            got = copy_digested(response.raw.stream(1 << 16, decode_content=False), target, max_bytes=max_bytes,
+                                too_large=ImageError(f"the layer of {self.subject} is larger than {max_bytes} bytes",
+                                                     hint="a Feature is a small tar of scripts; check the reference"))
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise ImageError(f"reading the layer of {self.subject} from registry {self.ref.registry} failed: "
                              f"{type(exc).__name__}", hint="retry; check that the registry is reachable") from None
         finally:
             response.close()
-        if "sha256:" + hasher.hexdigest() != digest:
+        if got != digest:
             raise ImageError(f"registry {self.ref.registry} sent a layer for {self.subject} whose sha256 is not "
                              f"{digest}", hint="the registry is serving corrupt content; check it")
+
+
+def copy_digested(chunks: Iterable[bytes], target: IO[bytes], *, max_bytes: int, too_large: Exception) -> str:
+    """Copy `chunks` to `target`; their "sha256:..." digest. `too_large` is raised past `max_bytes`."""
+    hasher, size = hashlib.sha256(), 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        hasher.update(chunk)
+        target.write(chunk)
+    return "sha256:" + hasher.hexdigest()
 
 
 def _parse(ref: str) -> ImageReference:

@@ -18,7 +18,6 @@ the tag is not consulted, so a tag that moved since the lockfile was written sti
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -34,7 +33,8 @@ import urllib3.exceptions
 
 from devsy.errors import ConfigError, ImageError
 from devsy.redaction import redact_url
-from devsy.registry_image import ArtifactReader, is_loopback
+from devsy.loopback import is_loopback_host
+from devsy.registry_image import ArtifactReader, copy_digested
 
 if TYPE_CHECKING:
     from devsy.devcontainer.features.source import FeatureSource
@@ -135,7 +135,7 @@ def _fetch_tarball(source: FeatureSource, cache: Path, pinned: str | None, recor
     url = source.url or source.id
     shown = redact_url(url)
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         raise ConfigError(f"Feature {shown}: a tarball is fetched over https (plain http only from this machine)",
                           hint="use an https:// URL")
     if parts.scheme not in ("https", "http") or not parts.hostname:
@@ -156,7 +156,7 @@ def _download(url: str, shown: str, target: IO[bytes]) -> str:
     """Stream `url` into `target` (bounded size, each wait bounded); returns the sha256 of the bytes."""
     with requests.Session() as http:
         # Only for this machine are the environment's proxies skipped: they would not reach it (and it needs none).
-        http.trust_env = not is_loopback(urllib.parse.urlsplit(url).hostname or "")
+        http.trust_env = not is_loopback_host(urllib.parse.urlsplit(url).hostname)
         try:
             response = http.get(url, timeout=TARBALL_TIMEOUT_S, stream=True)
             with response:
@@ -164,18 +164,13 @@ def _download(url: str, shown: str, target: IO[bytes]) -> str:
                     raise ImageError(f"Feature {shown}: the server answered HTTP {response.status_code}",
                                      hint="check the URL" if response.status_code == 404
                                      else "check the URL and that it needs no login; retry")
-                hasher, size = hashlib.sha256(), 0
-                for chunk in response.raw.stream(1 << 16, decode_content=True):
-                    size += len(chunk)
-                    if size > MAX_DOWNLOAD_BYTES:
-                        raise ImageError(f"Feature {shown}: the tarball is larger than {MAX_DOWNLOAD_BYTES} bytes",
-                                         hint="check the URL: a Feature is a small tarball of scripts")
-                    hasher.update(chunk)
-                    target.write(chunk)
+                return copy_digested(response.raw.stream(1 << 16, decode_content=True), target,
+                                     max_bytes=MAX_DOWNLOAD_BYTES, too_large=ImageError(
+                                         f"Feature {shown}: the tarball is larger than {MAX_DOWNLOAD_BYTES} bytes",
+                                         hint="check the URL: a Feature is a small tarball of scripts"))
         except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise ImageError(f"Feature {shown} could not be downloaded: {type(exc).__name__}: "
                              f"{redact_url(str(exc))}", hint="check the URL and that its server is reachable") from None
-    return "sha256:" + hasher.hexdigest()
 
 
 # -- cache and extraction --------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ The deprecated forms (a bare "node", GitHub-release "owner/repo/feature@v") are 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from devsy.errors import ConfigError
+from devsy.loopback import is_loopback_host
 
 FEATURE_FILE = "devcontainer-feature.json"
 # OCI distribution spec grammar: a registry host[:port], path components, a tag or a sha256 digest.
@@ -25,7 +25,6 @@ _REGISTRY = re.compile(r"^(localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|\[[0-9a-fA-
 _COMPONENT = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
-_LOOPBACK_NAMES = ("localhost",)
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ def _tarball(raw: str) -> FeatureSource:
     hint = 'a tarball Feature is "https://host/path/devcontainer-feature-NAME.tgz"'
     if not parts.hostname or parts.username or parts.password:
         raise ConfigError(f'Feature "{_shown(raw)}" is not a valid tarball URL', hint=hint + " (no credentials in it)")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         raise ConfigError(f'Feature "{raw}": plain http is allowed only to this host (loopback)',
                           hint="use https: a Feature's install.sh runs as root in the image")
     if not parts.path.endswith((".tgz", ".tar.gz")):
@@ -111,15 +110,6 @@ def _oci(raw: str) -> FeatureSource:
                           "letters, digits and . _ - separators)", hint=hint)
     return FeatureSource(id=raw, kind="oci", registry=registry, repository=path,
                          tag=tag or (None if digest else "latest"), digest=digest)
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _shown(raw: str) -> str:
