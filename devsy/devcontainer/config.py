@@ -11,6 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from devsy.devcontainer.features.model import UserFeature, parse_override_order, parse_user_features
+from devsy.devcontainer.json_fields import (
+    env_map,
+    opt_bool,
+    opt_dict,
+    opt_list,
+    opt_str,
+    opt_tristate,
+    str_list,
+    str_map,
+)
 from devsy.devcontainer.jsonc import json_type_name, load_jsonc
 from devsy.devcontainer.lifecycle_commands import (
     DEFAULT_WAIT_FOR,
@@ -218,7 +228,7 @@ def load_config(
         where=str(path),
     )
     # containerWorkspaceFolder is defined by workspaceFolder, so that one key is resolved with local variables first.
-    workspace_folder = substitute(_opt_str(raw, "workspaceFolder", path), ctx) or default_workspace_folder(
+    workspace_folder = substitute(opt_str(raw, "workspaceFolder", path), ctx) or default_workspace_folder(
         local_folder.name
     )
     if not workspace_folder.startswith("/"):
@@ -229,7 +239,7 @@ def load_config(
     values = substitute(raw, ctx.with_container_workspace_folder(workspace_folder))
     config = _build_config(values, path, workspace_folder)
     config.substitution = ctx.with_container_workspace_folder(workspace_folder)
-    _apply_run_args(config, parse_run_args(_str_list(values, "runArgs", path), path, ctx.env))
+    _apply_run_args(config, parse_run_args(str_list(values, "runArgs", path), path, ctx.env))
     config.warnings.extend(_property_warnings(raw))
     return config
 
@@ -262,7 +272,7 @@ def _property_warnings(raw: dict[str, Any]) -> list[str]:
 
 
 def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> DevContainerConfig:
-    image = _opt_str(raw, "image", path)
+    image = opt_str(raw, "image", path)
     build = _build_section(raw, path)
     if image and build:
         raise ConfigError(f'{path}: both "image" and "build" are set', hint='Keep one: "image" or "build".')
@@ -276,25 +286,25 @@ def _build_config(raw: dict[str, Any], path: Path, workspace_folder: str) -> Dev
     return DevContainerConfig(
         path=path,
         workspace_folder=workspace_folder,
-        name=_opt_str(raw, "name", path),
+        name=opt_str(raw, "name", path),
         image=image,
         build=build,
-        remote_user=_opt_str(raw, "remoteUser", path),
-        container_user=_opt_str(raw, "containerUser", path),
-        container_env=_str_map(raw, "containerEnv", path),
-        remote_env={k: v for k, v in _env_map(raw, "remoteEnv", path).items() if v is not None},
-        remote_env_unset=[k for k, v in _env_map(raw, "remoteEnv", path).items() if v is None],
+        remote_user=opt_str(raw, "remoteUser", path),
+        container_user=opt_str(raw, "containerUser", path),
+        container_env=str_map(raw, "containerEnv", path),
+        remote_env={k: v for k, v in env_map(raw, "remoteEnv", path).items() if v is not None},
+        remote_env_unset=[k for k, v in env_map(raw, "remoteEnv", path).items() if v is None],
         substituted=raw if uses_container_env(raw) else None,
-        mounts=[parse_mount(item, f"{path}: mounts[{i}]") for i, item in enumerate(_opt_list(raw, "mounts", path))],
+        mounts=[parse_mount(item, f"{path}: mounts[{i}]") for i, item in enumerate(opt_list(raw, "mounts", path))],
         workspace_mount=parse_mount(workspace_mount, f"{path}: workspaceMount") if workspace_mount else None,
-        override_command=_opt_bool(raw, "overrideCommand", path, default=True),
+        override_command=opt_bool(raw, "overrideCommand", path, default=True),
         host_requirements=_host_requirements(raw, path, warnings),
-        cap_add=_str_list(raw, "capAdd", path),
-        security_opt=_str_list(raw, "securityOpt", path),
-        privileged=_opt_tristate(raw, "privileged", path),
-        init=_opt_tristate(raw, "init", path),
+        cap_add=str_list(raw, "capAdd", path),
+        security_opt=str_list(raw, "securityOpt", path),
+        privileged=opt_tristate(raw, "privileged", path),
+        init=opt_tristate(raw, "init", path),
         user_env_probe=_user_env_probe(raw.get("userEnvProbe"), path),
-        update_remote_user_uid=_opt_bool(raw, "updateRemoteUserUID", path, default=True),
+        update_remote_user_uid=opt_bool(raw, "updateRemoteUserUID", path, default=True),
         warnings=warnings,
         features=parse_user_features(raw.get("features"), path.parent, str(path)),
         override_feature_install_order=parse_override_order(raw.get("overrideFeatureInstallOrder"), str(path)),
@@ -325,14 +335,14 @@ def _lifecycle_fields(raw: dict[str, Any], path: Path) -> dict[str, Any]:
 def _build_section(raw: dict[str, Any], path: Path) -> BuildConfig | None:
     if "dockerFile" not in raw and "build" not in raw:
         return None
-    section = _opt_dict(raw, "build", path)
+    section = opt_dict(raw, "build", path)
     # The legacy top-level "dockerFile"/"context" win over build.*, as in the devcontainers CLI.
     if "dockerFile" in raw:
-        dockerfile_key, dockerfile = "dockerFile", _opt_str(raw, "dockerFile", path)
-        context_key, context = "context", _opt_str(raw, "context", path)
+        dockerfile_key, dockerfile = "dockerFile", opt_str(raw, "dockerFile", path)
+        context_key, context = "context", opt_str(raw, "context", path)
     else:
-        dockerfile_key, dockerfile = "build.dockerfile", _opt_str(section, "dockerfile", path, "build.")
-        context_key, context = "build.context", _opt_str(section, "context", path, "build.")
+        dockerfile_key, dockerfile = "build.dockerfile", opt_str(section, "dockerfile", path, "build.")
+        context_key, context = "build.context", opt_str(section, "context", path, "build.")
     if not dockerfile:
         raise ConfigError(
             f'{path}: "{dockerfile_key}" is missing',
@@ -355,13 +365,13 @@ def _build_section(raw: dict[str, Any], path: Path) -> BuildConfig | None:
     return BuildConfig(
         dockerfile=dockerfile_path,
         context=context_path,
-        args=_str_map(section, "args", path, "build."),
-        target=_opt_str(section, "target", path, "build.") or None,
+        args=str_map(section, "args", path, "build."),
+        target=opt_str(section, "target", path, "build.") or None,
     )
 
 
 def _host_requirements(raw: dict[str, Any], path: Path, warnings: list[str]) -> HostRequirements:
-    section = _opt_dict(raw, "hostRequirements", path)
+    section = opt_dict(raw, "hostRequirements", path)
     cpus = section.get("cpus")
     if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
         raise ConfigError(
@@ -434,76 +444,3 @@ def _default_devcontainer_id(local_folder: Path, config_path: Path) -> str:
     # The reference CLI's default id labels; a workspace passes its own (workspace_config.py).
     return devcontainer_id_for_labels({"devcontainer.local_folder": str(local_folder),
                                        "devcontainer.config_file": str(config_path)})
-
-
-def _type_error(path: Path, key: str, expected: str, value: object) -> ConfigError:
-    # Only the type is named: values (env, args) may be secrets.
-    return ConfigError(
-        f'{path}: "{key}" must be {expected}, got {json_type_name(value)}',
-        hint=f'Change "{key}" to {expected}, or remove it.',
-    )
-
-
-def _opt_str(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> str | None:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, str):
-        raise _type_error(path, prefix + key, "a string", value)
-    return value
-
-
-def _opt_bool(raw: dict[str, Any], key: str, path: Path, *, default: bool) -> bool:
-    value = raw.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _type_error(path, key, "true or false", value)
-    return value
-
-
-def _opt_tristate(raw: dict[str, Any], key: str, path: Path) -> bool | None:
-    """A bool whose absence means "the backend's default" (kept apart from an explicit false)."""
-    value = raw.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise _type_error(path, key, "true or false", value)
-    return value
-
-
-def _str_list(raw: dict[str, Any], key: str, path: Path) -> list[str]:
-    items = _opt_list(raw, key, path)
-    for index, item in enumerate(items):
-        if not isinstance(item, str):
-            raise _type_error(path, f"{key}[{index}]", "a string", item)
-        if not item.strip():
-            raise ConfigError(f'{path}: "{key}[{index}]" is empty', hint=f'Remove the empty entry from "{key}".')
-    return list(items)
-
-
-def _opt_list(raw: dict[str, Any], key: str, path: Path) -> list[Any]:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, list):
-        raise _type_error(path, key, "an array", value)
-    return value or []
-
-
-def _opt_dict(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> dict[str, Any]:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, dict):
-        raise _type_error(path, prefix + key, "an object", value)
-    return value or {}
-
-
-def _str_map(raw: dict[str, Any], key: str, path: Path, prefix: str = "") -> dict[str, str]:
-    section = _opt_dict(raw, key, path, prefix)
-    for name, value in section.items():
-        if not isinstance(value, str):
-            raise _type_error(path, f"{prefix}{key}.{name}", "a string", value)
-    return dict(section)
-
-
-def _env_map(raw: dict[str, Any], key: str, path: Path) -> dict[str, str | None]:
-    """remoteEnv: strings, or null for "unset this variable" (the spec's meaning of null)."""
-    section = _opt_dict(raw, key, path)
-    for name, value in section.items():
-        if value is not None and not isinstance(value, str):
-            raise _type_error(path, f"{key}.{name}", "a string or null", value)
-    return dict(section)

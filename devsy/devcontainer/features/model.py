@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devsy.devcontainer.features.source import FEATURE_FILE, FeatureSource, parse_feature_id
+from devsy.devcontainer.json_fields import opt_dict, opt_list, opt_str, opt_tristate, str_list, str_map
 from devsy.devcontainer.jsonc import json_type_name, load_jsonc
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand, parse_lifecycle_command
 from devsy.devcontainer.mounts import parse_mount
@@ -135,15 +136,15 @@ def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext 
             raise ConfigError(f'{where}: "{key}" must be a non-empty string',
                               hint=f'devcontainer-feature.json needs "id" and "version" (e.g. "1.0.0")')
     return FeatureMetadata(
-        id=raw["id"], version=raw["version"], name=_str(raw, "name", where) or "",
-        options={name: _option(name, value, where) for name, value in _dict(raw, "options", where).items()},
-        container_env=_str_map(raw, "containerEnv", where),
+        id=raw["id"], version=raw["version"], name=opt_str(raw, "name", where) or "",
+        options={name: _option(name, value, where) for name, value in opt_dict(raw, "options", where).items()},
+        container_env=str_map(raw, "containerEnv", where),
         mounts=tuple(parse_mount(substitute(item, variables) if variables else item, f"{where}: mounts[{i}]")
-                     for i, item in enumerate(_list(raw, "mounts", where))),
-        cap_add=_str_list(raw, "capAdd", where), security_opt=_str_list(raw, "securityOpt", where),
-        privileged=_bool(raw, "privileged", where), init=_bool(raw, "init", where),
-        entrypoint=_str(raw, "entrypoint", where), installs_after=_str_list(raw, "installsAfter", where),
-        depends_on={key: _depends_options(key, value, where) for key, value in _dict(raw, "dependsOn", where).items()},
+                     for i, item in enumerate(opt_list(raw, "mounts", where))),
+        cap_add=tuple(str_list(raw, "capAdd", where)), security_opt=tuple(str_list(raw, "securityOpt", where)),
+        privileged=opt_tristate(raw, "privileged", where), init=opt_tristate(raw, "init", where),
+        entrypoint=opt_str(raw, "entrypoint", where), installs_after=tuple(str_list(raw, "installsAfter", where)),
+        depends_on={key: _depends_options(key, value, where) for key, value in opt_dict(raw, "dependsOn", where).items()},
         **{attr: parse_lifecycle_command(key, raw.get(key), where=where) for attr, key in FEATURE_LIFECYCLE.items()},
     )
 
@@ -199,47 +200,3 @@ def _depends_options(key: str, value: Any, where: str) -> dict[str, OptionValue]
 
 def _env_value(value: OptionValue) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else value
-
-
-def _str(raw: dict[str, Any], key: str, where: str) -> str | None:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f'{where}: "{key}" must be a string, got {json_type_name(value)}', hint=f'fix "{key}"')
-    return value
-
-
-def _bool(raw: dict[str, Any], key: str, where: str) -> bool | None:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise ConfigError(f'{where}: "{key}" must be true or false, got {json_type_name(value)}', hint=f'fix "{key}"')
-    return value
-
-
-def _dict(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, dict):
-        raise ConfigError(f'{where}: "{key}" must be an object, got {json_type_name(value)}', hint=f'fix "{key}"')
-    return value or {}
-
-
-def _list(raw: dict[str, Any], key: str, where: str) -> list[Any]:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, list):
-        raise ConfigError(f'{where}: "{key}" must be an array, got {json_type_name(value)}', hint=f'fix "{key}"')
-    return value or []
-
-
-def _str_list(raw: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
-    items = _list(raw, key, where)
-    if not all(isinstance(item, str) and item for item in items):
-        raise ConfigError(f'{where}: "{key}" must be an array of non-empty strings', hint=f'fix "{key}"')
-    return tuple(items)
-
-
-def _str_map(raw: dict[str, Any], key: str, where: str) -> dict[str, str]:
-    section = _dict(raw, key, where)
-    for name, value in section.items():
-        if not isinstance(value, str):
-            raise ConfigError(f'{where}: "{key}.{name}" must be a string, got {json_type_name(value)}',
-                              hint=f'quote the value of "{key}.{name}"')
-    return dict(section)
