@@ -59,3 +59,14 @@ def test_feature_run_options_reach_the_instance(devsy: DevsyCli, ws_id: str, gue
     assert sorted(host_config["CapAdd"]) == ["CAP_NET_ADMIN", "CAP_SYS_PTRACE"] or \
         sorted(host_config["CapAdd"]) == ["NET_ADMIN", "SYS_PTRACE"], host_config["CapAdd"]
     assert host_config["SecurityOpt"] == ["seccomp=unconfined"] and host_config["Init"] is True, host_config
+
+
+def test_a_remote_env_null_unsets_in_feature_lifecycle_commands_too(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                                    tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", {
+        "image": guest_image, "features": {"./hooked": {}}, "containerEnv": {"GONE": "from-container-env"},
+        "remoteEnv": {"GONE": None}, "onCreateCommand": 'echo "config=${GONE-unset}" >> /var/tmp/order',
+    })
+    _feature(project, "hooked", "true\n", onCreateCommand='echo "feature=${GONE-unset}" >> /var/tmp/order')
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert _order(devsy, ws_id) == ["feature=unset", "config=unset"]

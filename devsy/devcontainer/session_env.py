@@ -86,8 +86,11 @@ def in_instance(driver: Driver, workspace_id: str, config: DevContainerConfig) -
         register_config_secrets(config)  # the resolved values are what sessions and hooks are given
     if not config.remote_env_unset:
         return config
-    changes = {f.name: _unsetting(value, config.remote_env_unset) for f in dataclasses.fields(config)
-               if isinstance(value := getattr(config, f.name), LifecycleCommand) and value.name != "initializeCommand"}
+    changes: dict[str, object] = {
+        f.name: _unsetting(value, config.remote_env_unset) for f in dataclasses.fields(config)
+        if isinstance(value := getattr(config, f.name), LifecycleCommand) and value.name != "initializeCommand"}
+    changes["feature_hooks"] = {name: tuple(_unsetting(c, config.remote_env_unset) for c in commands)
+                                for name, commands in config.feature_hooks.items()}  # Features' commands too
     return dataclasses.replace(config, **changes)
 
 
