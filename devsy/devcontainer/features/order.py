@@ -21,7 +21,7 @@ def install_order(features: list[ResolvedFeature], override: list[str], config_d
     by_resource = {feature.source.resource: feature for feature in features}
     hard = {key: _hard_dependencies(feature, by_resource) for key, feature in by_resource.items()}
     soft = {key: {dep for ref in feature.metadata.installs_after
-                  for dep in _matches(ref, feature, by_resource) if dep != key}
+                  for dep in matching_features(ref, feature, by_resource) if dep != key}
             for key, feature in by_resource.items()}
     priority = _priorities(override, by_resource, config_dir)
     installed: list[str] = []
@@ -42,16 +42,16 @@ def install_order(features: list[ResolvedFeature], override: list[str], config_d
 def _hard_dependencies(feature: ResolvedFeature, by_resource: dict[str, ResolvedFeature]) -> set[str]:
     deps: set[str] = set()
     for ref in feature.metadata.depends_on:
-        found = _matches(ref, feature, by_resource)
+        found = matching_features(ref, feature, by_resource)
         if not found:
             raise ConfigError(
                 f'Feature "{feature.source.id}" depends on "{ref}", which is not in devcontainer.json\'s "features"',
-                hint=f'add "{ref}" to "features": devsy does not fetch a Feature\'s dependencies by itself yet')
+                hint=f'add "{ref}" to "features"')
         deps |= found
     return deps
 
 
-def _matches(ref: str, feature: ResolvedFeature, by_resource: dict[str, ResolvedFeature]) -> set[str]:
+def matching_features(ref: str, feature: ResolvedFeature, by_resource: dict[str, ResolvedFeature]) -> set[str]:
     """The Features present that `ref` (an installsAfter/dependsOn entry of `feature`) names: by its source without
     version, a relative path resolved against the naming Feature's folder, or (a bare name) by the declared id."""
     if "/" not in ref:
