@@ -5,7 +5,9 @@ as the reference CLI writes it; a cycle and an unreachable dependency fail the u
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -17,10 +19,11 @@ from devsy.agent.wheels import cache_root
 from devsy.devcontainer.features.model import parse_user_features
 from devsy.devcontainer.features.resolve import resolve_features
 from devsy.errors import ConfigError
-from fixtures.oci_registry import OciRegistry, free_loopback_port
+from fixtures.oci_registry import OciRegistry, feature_tarball, free_loopback_port
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import containers_of
 from helpers.projects import make_project
+from test_features_fetch import _TarballServer  # its loopback tarball server: one, not a second
 
 pytestmark = pytest.mark.docker
 
@@ -122,6 +125,46 @@ def test_a_dependency_the_config_lists_with_the_same_options_is_installed_once(
     with pytest.raises(ConfigError, match=rf'"{app}" depends on "{shared}" with the options .*red.* installed '
                                           r"with .*green"):
         resolve_features(user, [], config_dir)
+
+
+def test_dependencies_are_fetched_recursively_from_tarballs_and_registries(
+        tmp_path: Path, registry: OciRegistry, pushed: list[str]) -> None:
+    """Resolution only (no engine needed): listed OCI Feature -> tarball dependency (with an option) -> OCI
+    dependency of that one; each fetched once, installed dependencies first, with the options their entry gives."""
+    nonce = secrets.token_hex(4)
+    _push(registry, pushed, "features/leaf:1", _install(f"leaf {nonce}"))
+    leaf = registry.ref("features/leaf:1")
+    tarball = feature_tarball({"devcontainer-feature.json": json.dumps({
+        "id": "middle", "version": "0.3.0", "dependsOn": {leaf: {}},
+        "options": {"size": {"type": "string", "default": "s"}}}), "install.sh": _install(f"middle {nonce}")})
+    middle_digest = "sha256:" + hashlib.sha256(tarball).hexdigest()
+    try:
+        with _TarballServer({"/devcontainer-feature-middle.tgz": tarball}) as server:
+            middle = server.url("/devcontainer-feature-middle.tgz")
+            _push(registry, pushed, "features/top:1", _install("top"), dependsOn={middle: {"size": "xl"}})
+            top = registry.ref("features/top:1")
+            config_dir = tmp_path / ".devcontainer"
+            user = parse_user_features({top: {}}, config_dir, "devcontainer.json")
+            resolved = resolve_features(user, [], config_dir)
+            assert [(f.source.id, f.options) for f in resolved] == [(leaf, {}), (middle, {"size": "xl"}), (top, {})]
+            assert resolved[1].digest == middle_digest and server.paths == ["/devcontainer-feature-middle.tgz"]
+    finally:
+        shutil.rmtree(cache_root() / "features" / "tarball" / middle_digest.replace(":", "-"), ignore_errors=True)
+
+
+def test_a_dependency_chain_deeper_than_the_bound_is_a_config_error_naming_it(
+        tmp_path: Path, registry: OciRegistry, pushed: list[str]) -> None:
+    from devsy.devcontainer.features.resolve import MAX_DEPENDENCY_DEPTH
+
+    ids = [registry.ref(f"features/c{i}:1") for i in range(MAX_DEPENDENCY_DEPTH + 2)]
+    for i in range(MAX_DEPENDENCY_DEPTH + 1):  # the last one is never fetched: the bound stops the chain before it
+        _push(registry, pushed, f"features/c{i}:1", _install(f"c{i}"), dependsOn={ids[i + 1]: {}})
+    config_dir = tmp_path / ".devcontainer"
+    user = parse_user_features({ids[0]: {}}, config_dir, "devcontainer.json")
+    registry.mark()
+    with pytest.raises(ConfigError, match=re.escape(f"longer than {MAX_DEPENDENCY_DEPTH}: " + " -> ".join(ids))):
+        resolve_features(user, [], config_dir)
+    assert ids[-1].split("/", 1)[1].split(":")[0] not in " ".join(r.path for r in registry.requests())
 
 
 def test_a_dependency_cycle_is_a_config_error_naming_the_features_and_leaves_nothing(
