@@ -118,3 +118,55 @@ def test_a_symlinked_install_sh_is_installed(devsy: DevsyCli, ws_id: str, guest_
     result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
     assert result.returncode == 0, result.text[-1500:]
     assert devsy.run("exec", ws_id, "--", "test", "-e", "/opt/symlinked-ran").returncode == 0
+
+
+def test_a_version_string_for_a_feature_without_a_version_option_is_accepted(devsy: DevsyCli, ws_id: str,
+                                                                             guest_image: str,
+                                                                             tmp_path: Path) -> None:
+    """BUG: the string form ("features": {"id": "latest"}) sets the "version" option only when the Feature declares
+    one (reference getFeatureValueObject/getFeatureMainProperty); otherwise the defaults apply. devsy turns it into an
+    unknown option "version" and refuses the config, with a hint to remove an option the user never wrote."""
+    project = make_project(tmp_path / "p", {"image": guest_image, "remoteUser": "root",
+                                            "features": {"./nov": "latest"}})
+    _feature(project, "nov", 'printf "%s" "$FLAVOUR" > /opt/nov\n',
+             options={"flavour": {"type": "string", "default": "plain"}})
+    result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
+    assert result.returncode == 0, result.stderr.decode()[-600:]
+    seen = devsy.run("exec", ws_id, "--", "cat", "/opt/nov")
+    assert seen.stdout.decode() == "plain", seen.text
+
+
+def test_a_token_in_a_tarball_features_url_is_never_shown(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                          tmp_path: Path) -> None:
+    """BUG: a tarball Feature URL cannot carry user:password (refused), so a signed URL's query (?token=...) is how
+    a credential reaches it; devsy prints the whole id in its progress lines and stores it in the record."""
+    import functools
+    import http.server
+    import tarfile
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    with tarfile.open(served / "devcontainer-feature-tz.tgz", "w:gz") as tar:
+        for name, text in (("devcontainer-feature.json", json.dumps({"id": "tz", "version": "1.0.0"})),
+                           ("install.sh", "#!/bin/sh\ntouch /opt/tz\n")):
+            path = tmp_path / name
+            path.write_text(text)
+            tar.add(path, arcname=name)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        secret = "devsy-review-url-token-0a1b2c"
+        url = f"http://127.0.0.1:{server.server_address[1]}/devcontainer-feature-tz.tgz?token={secret}"
+        project = make_project(tmp_path / "p", {"image": guest_image, "remoteUser": "root", "features": {url: {}}})
+        result = devsy.up(project, "--id", ws_id, *HOST_NET)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert devsy.run("exec", ws_id, "--", "test", "-e", "/opt/tz").returncode == 0
+    assert secret not in result.text, "the URL's token is in devsy's output"
+    stored = [p for p in devsy.home.rglob("*.json") if secret in p.read_text(errors="replace")]
+    assert stored == [], f"the URL's token is stored in {stored}"
