@@ -248,7 +248,7 @@ def _mark_create_hook_done(paths: WorkspacePaths, create_attempt: str, name: str
 def _attach_job(paths: WorkspacePaths, progress: Progress) -> tuple[DeferredHooks, HooksState] | None:
     """An interactive session's postAttachCommand, if it is to run now; its state is on disk when this returns."""
     from devsy.devcontainer.hooks import attach_hooks
-    from devsy.devcontainer.image_prepare import with_recorded_features
+    from devsy.devcontainer.features.contributions import with_recorded_features
     from devsy.devcontainer.session_env import in_instance
     from devsy.devcontainer.user_env_probe import stored_user_env, with_user_env
     from devsy.devcontainer.workspace_config import load_workspace_config

@@ -67,14 +67,6 @@ def prepare_image(config: DevContainerConfig, workspace_id: str, *, network_mode
     return dataclasses.replace(layered, features=tuple(features))
 
 
-def with_recorded_features(config: DevContainerConfig, recorded: Mapping[str, str]) -> DevContainerConfig:
-    """`config` with the lifecycle commands of the Features its instance was built with (no build; the digests an
-    earlier up recorded find fetched Features in the cache without a registry request)."""
-    from devsy.devcontainer.features.contributions import with_feature_hooks
-
-    return with_feature_hooks(config, config_features(config, recorded=recorded)) if config.features else config
-
-
 def config_features(config: DevContainerConfig, *,
                     recorded: Mapping[str, str] | None = None) -> list[ResolvedFeature]:
     """The config's Features resolved, in install order ([] without any); devcontainer-lock.json's pins apply."""

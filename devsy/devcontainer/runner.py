@@ -19,13 +19,12 @@ from devsy.devcontainer.background_hooks import (
 from devsy.devcontainer.backend_settings import backend_warnings
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.hooks import create_hooks_complete, run_up_hooks
-from devsy.devcontainer.features.contributions import apply_feature_contributions, with_feature_hooks
-from devsy.devcontainer.image_prepare import (
-    PreparedImage,
-    prepare_image,
-    remove_built_images,
+from devsy.devcontainer.features.contributions import (
+    apply_feature_contributions,
+    with_feature_hooks,
     with_recorded_features,
 )
+from devsy.devcontainer.image_prepare import PreparedImage, prepare_image, remove_built_images
 from devsy.devcontainer.initialize_command import run_initialize_command
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.devcontainer.update_uid import host_ids, needs_uid_layer, uid_layer
@@ -228,7 +227,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         label = found.labels.get(LABEL_CREATE_ATTEMPT, "")
         # No label: an instance of an older devsy, or a provider that reports none, whose hooks count as done.
         unfinished = bool(label) and not _create_hooks_done(record, label)
-        config = with_recorded_features(config, record.feature_digests)
+        config = with_recorded_features(config, record.feature_digests, progress)
         started = not found.running
         if started:
             with progress.step(f"starting workspace {record.id}"):

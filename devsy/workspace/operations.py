@@ -81,9 +81,9 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
             with progress.step(f"starting workspace {ws.record.id}"):
                 ws.driver.start(ws.record.id)
             config = load_workspace_config(ws.record.source, ws.paths, ws.record.id, ws.record.config_path)
-            from devsy.devcontainer.image_prepare import with_recorded_features  # docker: only a start needs it
+            from devsy.devcontainer.features.contributions import with_recorded_features  # docker: only start
 
-            config = with_recorded_features(config, ws.record.feature_digests)
+            config = with_recorded_features(config, ws.record.feature_digests, progress)
             config = with_user_env(in_instance(ws.driver, ws.record.id, config),
                                    stored_user_env(ws.record, config.user_env_probe))
             run_start_hooks(ws.driver, ws.record.id, config, user=ws.record.remote_user, progress=progress)

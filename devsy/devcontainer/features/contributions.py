@@ -10,7 +10,7 @@ containerEnv is not merged here: it is ENV in the Feature layers (layer.py), whe
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import docker.errors
 
@@ -18,6 +18,7 @@ from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.features.model import FEATURE_LIFECYCLE, ResolvedFeature
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
 from devsy.driver.base import RunOptions
+from devsy.progress import Progress
 from devsy.driver.docker.engine import connect, engine_errors
 
 
@@ -73,6 +74,23 @@ def _image_command(ref: str) -> list[str]:
     finally:
         client.close()
     return [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+
+
+def with_recorded_features(config: DevContainerConfig, recorded: Mapping[str, str],
+                           progress: Progress | None = None) -> DevContainerConfig:
+    """`config` with the lifecycle commands of the Features its instance was built with (`recorded`: id -> digest,
+    kept by the up that built it; no build, and fetched Features come from the cache without a registry request).
+    A Feature added to devcontainer.json since then is not installed in the instance, so its hooks do not run: said once."""
+    from devsy.devcontainer.image_prepare import config_features  # it builds images: only needed here
+
+    listed = {feature.source.id for feature in config.features}
+    built = [feature for feature in config.features if feature.source.id in recorded]
+    if progress is not None and listed - set(recorded):
+        progress.warn(f"Features added to devcontainer.json since the instance was built are not installed in it "
+                      f"({', '.join(sorted(listed - set(recorded)))}): run `devsy up --recreate` to install them")
+    if not built:
+        return config
+    return with_feature_hooks(config, config_features(dataclasses.replace(config, features=built), recorded=recorded))
 
 
 def with_feature_hooks(config: DevContainerConfig, features: Sequence[ResolvedFeature]) -> DevContainerConfig:
