@@ -97,6 +97,7 @@ def test_failing_update_content_command_is_named_and_redacted(devsy, ws_id, gues
     result = devsy.up(project, "--id", ws_id, *HOST_NET, ok=False)
     assert result.returncode != 0
     assert "updateContentCommand failed with exit code 2" in result.json["error"]["message"]
+    assert "running updateContentCommand: failed after" in result.stderr.decode(), result.text  # not "done"
     assert "token=***" in result.json["error"]["message"]
     assert secret not in result.text
     assert containers_of(docker_client, ws_id) == []

@@ -66,7 +66,7 @@ class DeferredHooks:
     @property
     def names(self) -> list[str]:
         """The hooks that run something (a create hook with nothing to run is only marked done, in its turn)."""
-        return [command.name for command in self.commands if command.commands]
+        return list(dict.fromkeys(command.name for command in self.commands if command.commands))
 
 
 @dataclass

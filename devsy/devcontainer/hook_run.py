@@ -95,18 +95,19 @@ def run_hook(command: LifecycleCommand, run_one: RunOne, progress: Progress, *, 
     try:
         if command.parallel and len(entries) > 1:
             names = ", ".join(label for label, _ in entries)
-            with progress.step(f"running {names} in parallel"):
-                ended = _in_parallel(entries, run_one, progress, cancel)
+            with progress.step(f"running {names} in parallel"):  # a failure raises inside: the step says "failed"
+                _raise_failed(_in_parallel(entries, run_one, progress, cancel), where, hint)
         else:
-            ended = []
             for label, argv in entries:
                 with progress.step(f"running {label}"):
-                    ended.append(_run_entry(label, argv, run_one, _Tee(progress), cancel))
-                if ended[-1].exit_code != 0:
-                    break
+                    _raise_failed([_run_entry(label, argv, run_one, _Tee(progress), cancel)], where, hint)
     except BaseException:
         cancel.cancel()  # interrupted (Ctrl-C reaches only this thread): no entry may outlive the hook
         raise
+
+
+def _raise_failed(ended: list[_Ended], where: str, hint: str) -> None:
+    """CommandFailed naming each entry of `ended` that failed, with its output's tail."""
     failed = [entry for entry in ended if entry.exit_code != 0]
     if failed:
         raise CommandFailed(
