@@ -100,11 +100,18 @@ def _context_files(feature: ResolvedFeature, users: dict[str, str]) -> dict[str,
 def _dockerfile(ref: str, feature: ResolvedFeature, index: int, base_user: str, workspace_id: str) -> str:
     labels = " ".join(f"{key}={json.dumps(value)}" for key, value in sorted(build_labels(workspace_id).items()))
     folder = f"{_IN_IMAGE}/{index}"
-    env = "".join(f"ENV {name}={json.dumps(value)}\n" for name, value in feature.metadata.container_env.items())
+    env = "".join(f"ENV {name}={env_word(value)}\n" for name, value in feature.metadata.container_env.items())
     script = f"cd {folder}/feature && /bin/sh ../{_WRAPPER} && cd / && rm -rf {folder}"
     # The labels first: every layer, also one an interrupted build leaves, is found and removed by them.
     return (f"FROM {ref}\nLABEL {labels}\nUSER root\nCOPY . {folder}/\n{env}"
             f"RUN {json.dumps(['/bin/sh', '-c', script])}\nUSER {base_user}\n")
+
+
+def env_word(value: str) -> str:
+    """`value` as Docker's Dockerfile parser reads it back verbatim in ENV: double-quoted, only \\ and " escaped, as
+    the reference CLI writes it (generateContainerEnvs); "$" is left to expand ("/opt/x/bin:${PATH}"), and any other
+    character (non-ASCII too) is as is. model.py refuses line breaks, which no Dockerfile line can hold."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _key(previous: str, dockerfile: str, files: dict[str, bytes]) -> str:

@@ -138,7 +138,7 @@ def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext 
     return FeatureMetadata(
         id=raw["id"], version=raw["version"], name=opt_str(raw, "name", where) or "",
         options={name: _option(name, value, where) for name, value in opt_dict(raw, "options", where).items()},
-        container_env=str_map(raw, "containerEnv", where),
+        container_env=_container_env(str_map(raw, "containerEnv", where), where),
         mounts=tuple(parse_mount(substitute(item, variables) if variables else item, f"{where}: mounts[{i}]")
                      for i, item in enumerate(opt_list(raw, "mounts", where))),
         cap_add=tuple(str_list(raw, "capAdd", where)), security_opt=tuple(str_list(raw, "securityOpt", where)),
@@ -187,6 +187,25 @@ def _option(name: str, raw: Any, where: str) -> FeatureOption:
     if not isinstance(proposals, list) or not all(isinstance(item, str) for item in proposals):
         raise ConfigError(f'{label}: "proposals" must be an array of strings', hint='e.g. "proposals": ["1", "2"]')
     return FeatureOption(name, kind, default, tuple(enum) if enum is not None else None, tuple(proposals))
+
+
+# A Dockerfile instruction is one line: ENV cannot hold a line break (nor a NUL, which no environment holds).
+_NOT_IN_ENV_VALUE = re.compile(r"[\n\r\x00]")
+# ENV's name is an unquoted word: whitespace, quotes, "=", "\\" or "$" would be read as something else.
+_ENV_NAME = re.compile(r"^[^\s=\"'\\$\x00-\x1f\x7f]+$")
+
+
+def _container_env(env: dict[str, str], where: str) -> dict[str, str]:
+    """containerEnv, refused when a name or value cannot be written as a Dockerfile ENV (layer.py) verbatim."""
+    for name, value in env.items():
+        if not _ENV_NAME.match(name):
+            raise ConfigError(f'{where}: containerEnv name {name!r} is not a variable name',
+                              hint="use letters, digits and _ in containerEnv names")
+        if _NOT_IN_ENV_VALUE.search(value):
+            raise ConfigError(f'{where}: containerEnv "{name}" holds a line break (or NUL), which a Dockerfile ENV '
+                              "cannot hold", hint="write the value on one line (the Feature's install.sh can write "
+                              "a multi-line value to a file instead)")
+    return env
 
 
 def _depends_options(key: str, value: Any, where: str) -> dict[str, OptionValue]:
