@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from devsy.driver.base import Capabilities
 from devsy.runtime.wire.constants import API_MAJOR, API_MINOR
-from devsy.runtime.wire.convert import MOUNT_TYPE_TO_PB
-from devsy.runtime.v1 import runtime_pb2 as pb
+
+if TYPE_CHECKING:  # ProviderInfo is made before the handshake line; the messages are imported after it
+    from devsy.driver.base import Capabilities
+    from devsy.runtime.v1 import runtime_pb2 as pb
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class ProviderInfo:
 
 
 def info_response(info: ProviderInfo, caps: Capabilities, request: pb.InfoRequest) -> pb.InfoResponse:
+    from devsy.runtime.v1 import runtime_pb2 as pb
+    from devsy.runtime.wire.convert import MOUNT_TYPE_TO_PB
+
     # ON_RUN only to a host that opted in (API 1.3); an old host keeps DELETE behaviour.
     on_run = info.recreate_on_run and request.supports_recreate_on_run and info.api_minor >= 3
     return pb.InfoResponse(

@@ -3,6 +3,11 @@
 Besides the provider's services the server carries what a go-plugin host expects: gRPC health (`plugin` SERVING),
 `plugin.GRPCController/Shutdown` and `plugin.GRPCStdio`, which carries what the provider prints on `sys.stdout`
 after the handshake, as go-plugin does with a Go provider's os.Stdout (stdio_stream.py).
+
+The line is printed as soon as that server listens and answers (a host dials once, right after reading it, and
+does not retry a refused connection): the provider's own services are registered just after it, so that their
+imports (protobuf messages, the backend's SDK) are not paid before the line. An RPC that arrives meanwhile waits
+for them (deferred.py), so the host sees a slower first answer, never a missing method.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_CLIENT_CERT, \
     ENV_PROTOCOL_VERSIONS, ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
+from devsy.runtime.sdk.deferred import DeferredServices
 from devsy.runtime.sdk.stdio_stream import StdioServicer, StdioStream, stdout_writer
 from devsy.runtime.wire.handshake import unix_line
 
@@ -88,7 +94,9 @@ def _socket_path() -> tuple[Path, Path]:
 
 def serve_plugin(register: Callable[[grpc.Server], None], *, max_workers: int = DEFAULT_WORKERS,
                  before_line: Callable[[], None] | None = None, after_line: Callable[[], None] | None = None) -> int:
-    """Serve until GRPCController.Shutdown or SIGTERM; returns the process exit code."""
+    """Serve until GRPCController.Shutdown or SIGTERM; returns the process exit code. `register` adds the
+    provider's services; it runs after the handshake line (its imports are not paid before it), and an exception
+    from it ends the provider with exit code 1 and the traceback on stderr, as a crash before the line did."""
     refuse_unless_plugin_env()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host owns our lifetime; a terminal ^C is for the host
     stop = threading.Event()
@@ -106,7 +114,9 @@ def serve_plugin(register: Callable[[grpc.Server], None], *, max_workers: int = 
     grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(stop), server)
     stdio = StdioStream()
     grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(StdioServicer(stdio), server)
-    register(server)
+    services = DeferredServices()
+    server.add_generic_rpc_handlers((services,))
+    code = 0
     try:
         server.add_insecure_port(f"unix:{path}")
         server.start()
@@ -115,13 +125,16 @@ def serve_plugin(register: Callable[[grpc.Server], None], *, max_workers: int = 
         _print_line_and_reserve_stdout(unix_line(str(path)).format(), stdio)
         if after_line is not None:
             after_line()
-        stop.wait()
+        if services.load(register):
+            stop.wait()
+        else:
+            code = 1
     finally:
         stdio.close()  # ends the host's stream (EOF) and releases a writer blocked on it
         health_servicer.enter_graceful_shutdown()
         server.stop(_STOP_GRACE_S).wait(_STOP_GRACE_S + 1)
         shutil.rmtree(directory, ignore_errors=True)
-    return 0
+    return code
 
 
 def _print_line_and_reserve_stdout(line: str, stdio: StdioStream) -> None:
