@@ -13,11 +13,9 @@ import sys
 from collections.abc import Mapping
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
-from devsy.driver.docker.driver import DockerDriver
-from devsy.driver.docker.options import OPTION_HELP, parse_docker_options
-from devsy.errors import BackendUnavailable, DevsyError
-from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
-from devsy.version import devsy_version
+from devsy.driver.docker.options import OPTION_HELP, DockerOptions, parse_docker_options
+from devsy.errors import DevsyError
+from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve_deferred
 
 PROG = "devsy-provider-docker"
 
@@ -27,24 +25,15 @@ def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: environ[name] for name in OPTION_HELP if name in environ}
 
 
-class DockerProviderDriver(DockerDriver):
-    """DockerDriver plus the Preflight hook the SDK calls: is the engine reachable?"""
+def _load(options: DockerOptions):
+    """After the handshake line: the docker SDK, the driver and the engine's version for Info."""
+    from devsy.providers.docker_driver import DockerProviderDriver, engine_version
+    from devsy.version import devsy_version
 
-    def preflight(self, disable_auto_start: bool = False) -> None:
-        try:
-            self.client.ping()
-        except DevsyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the SDK's transport errors, named in the message
-            raise BackendUnavailable(f"the Docker engine does not answer: {type(exc).__name__}",
-                                     hint="start the Docker daemon or point DOCKER_HOST at a running engine") from exc
-
-
-def _engine_version(driver: DockerDriver) -> str:
-    try:
-        return str(driver.client.version().get("Version", ""))
-    except Exception:  # noqa: BLE001 - informational only; Preflight reports an unreachable engine properly
-        return ""
+    driver = DockerProviderDriver(options)
+    info = ProviderInfo(driver_name="docker", driver_version=devsy_version(), runtime_name="docker",
+                        runtime_version=engine_version(driver), recreate_on_run=True)
+    return driver, info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,13 +43,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        driver = DockerProviderDriver(parse_docker_options(provider_options(os.environ)))
+        options = parse_docker_options(provider_options(os.environ))  # a bad option exits before the handshake
     except DevsyError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    info = ProviderInfo(driver_name="docker", driver_version=devsy_version(), runtime_name="docker",
-                        runtime_version=_engine_version(driver), recreate_on_run=True)
-    return serve(driver, info)
+    return serve_deferred(lambda: _load(options))
 
 
 if __name__ == "__main__":

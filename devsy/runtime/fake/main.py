@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 from devsy.errors import DevsyError
-from devsy.runtime.fake.driver import FakeDriver
 from devsy.runtime.fake.modes import CRASH_EXIT_CODE, ENV_MODE, ENV_PROFILE, PROFILES, Mode, Profile
 from devsy.runtime.fake.state import StateStore
-from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
+from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve_deferred
 
 PROG = "devsy-fake-runtime"
 VERSION = "1.0.0"
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fake runtime says hello instead of a handshake line", flush=True)
         return 0
     try:
-        driver = FakeDriver(StateStore(args.state_dir), mode)
+        store = StateStore(args.state_dir)  # an unusable state dir exits before the handshake
     except DevsyError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -67,7 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         api_minor=profile.api_minor)
     before = (lambda: time.sleep(args.handshake_delay)) if mode is Mode.SLOW_HANDSHAKE else None
     after = (lambda: os._exit(CRASH_EXIT_CODE)) if mode is Mode.CRASH_AFTER_HANDSHAKE else None
-    return serve(driver, info, before_line=before, after_line=after)
+    return serve_deferred(lambda: (_driver(store, mode), info), before_line=before, after_line=after)
+
+
+def _driver(store: StateStore, mode: Mode):
+    """After the handshake line: the driver and what it imports (the driver types, the scenario tables)."""
+    from devsy.runtime.fake.driver import FakeDriver
+
+    return FakeDriver(store, mode)
 
 
 if __name__ == "__main__":
