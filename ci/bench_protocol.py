@@ -1,9 +1,13 @@
-"""Runtime Protocol benchmark: provider spawn latency and exec stream throughput, protocol vs built-in driver.
+"""Runtime Protocol benchmark: provider start-up and exec stream throughput, protocol vs built-in driver.
 
-    python ci/bench_protocol.py [--runs 50] [--mib 64] [--image devsy-guest:bookworm]
+    python ci/bench_protocol.py [--runs 50] [--mib 64] [--image devsy-guest:bookworm] [--startup-only]
 
-Spawn latency is launch (supervisor + provider process) + go-plugin handshake + health check + Info, measured over
-`--runs` warm runs (after warm-up runs that are not counted). Throughput pipes `--mib` MiB through `cat` in one
+Start-up has two figures per provider, each over `--runs` warm runs (after warm-up runs that are not counted) and
+each against the Go SDK's fake runtime (../shared/interop/bin/go-fake-runtime, or $DEVSY_GO_INTEROP_BIN) as the
+peer when it is there: the handshake line (exec of the provider with the cookie to its go-plugin line on stdout,
+no supervisor), and spawn latency, launch (supervisor + provider process) + go-plugin handshake + health check +
+Info, as devsy's host does it. The load average is printed with them: on a busy machine they are not comparable
+with a quiet run, only with the peer of the same run. Throughput pipes `--mib` MiB through `cat` in one
 workspace container, once through devsy-provider-docker (gRPC Exec) and once through the built-in DockerDriver, in
 the same run and the same container, and checks the bytes came back intact.
 """
@@ -13,19 +17,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.driver.docker.driver import DockerDriver
 from devsy.driver.docker.options import DockerOptions
+from devsy.runtime.host.launcher import ProviderCommand
 from devsy.runtime.host.testing import docker_command, fake_command, running
+from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS
 
 WARMUP_RUNS = 3
+GO_INTEROP_BIN = Path(os.environ.get("DEVSY_GO_INTEROP_BIN") or Path(__file__).resolve().parents[1].parent / "shared"
+                      / "interop" / "bin")
+_LINE_TIMEOUT_S = 60.0
 KEEP_ALIVE = ["/bin/sh"], ["-c", 'trap "exit 0" TERM; while sleep 1000 & wait $!; do :; done']
 
 
@@ -39,6 +51,64 @@ def spawn_latency(command, runs: int) -> list[float]:
         if index >= WARMUP_RUNS:
             samples.append(elapsed)
     return samples
+
+
+def handshake_line(command: ProviderCommand) -> float:
+    """Seconds from exec of the provider (as a host starts it, cookie set) to its handshake line on stdout."""
+    env = {**os.environ, **command.env, COOKIE_KEY: COOKIE_VALUE, ENV_PROTOCOL_VERSIONS: str(APP_PROTOCOL_VERSION)}
+    started = time.perf_counter()
+    process = subprocess.Popen([command.binary, *command.args], env=env, stdin=subprocess.DEVNULL,  # noqa: S603
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    deadline = threading.Timer(_LINE_TIMEOUT_S, process.kill)  # a provider that never prints ends the read
+    deadline.start()
+    try:
+        line = process.stdout.readline()
+        elapsed = time.perf_counter() - started
+    finally:
+        deadline.cancel()
+        process.kill()
+        process.wait(_LINE_TIMEOUT_S)
+    if not line.startswith(b"1|"):
+        raise SystemExit(f"{command.binary} printed {line[:80]!r} within {_LINE_TIMEOUT_S:g}s, not a handshake line")
+    return elapsed
+
+
+def handshake_latency(command: ProviderCommand, runs: int) -> list[float]:
+    samples = [handshake_line(command) for _ in range(WARMUP_RUNS + runs)]
+    return samples[WARMUP_RUNS:]
+
+
+def go_fake_command(state_dir: Path) -> ProviderCommand | None:
+    """The Go SDK fake runtime (flags only, no `serve`), or None when the interop binaries are not here."""
+    binary = GO_INTEROP_BIN / "go-fake-runtime"
+    if not os.access(binary, os.X_OK):
+        return None
+    return ProviderCommand(binary=str(binary), args=["--state-dir", str(state_dir)], env={})
+
+
+def startup(runs: int) -> None:
+    """Both start-up figures for the Go peer and devsy's providers, with each provider's ratio to the peer."""
+    state_dir = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    providers = [("devsy-fake-runtime", fake_command(state_dir / "py")),
+                 ("devsy-provider-docker", docker_command())]
+    peer = go_fake_command(state_dir / "go")
+    if peer is None:
+        print(f"Go peer: no go-fake-runtime in {GO_INTEROP_BIN}; figures without a peer", flush=True)
+    else:
+        providers.insert(0, ("go-fake-runtime (peer)", peer))
+    for figure, measure in (("handshake line after exec", handshake_latency),
+                            ("launch+handshake+Info", spawn_latency)):
+        peer_p50 = None
+        for name, command in providers:
+            load = os.getloadavg()[0]
+            samples = measure(command, runs)
+            p50 = percentile(samples, 0.5)
+            if command is peer:
+                peer_p50 = p50
+            ratio = f", {p50 / peer_p50:.1f}x the Go peer" if peer_p50 and command is not peer else ""
+            print(f"{figure}, {name} ({runs} warm runs, load average {load:.2f}): p50 {p50 * 1000:.0f} ms, "
+                  f"p95 {percentile(samples, 0.95) * 1000:.0f} ms, mean {statistics.mean(samples) * 1000:.0f} ms"
+                  f"{ratio}", flush=True)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -78,14 +148,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--image", default="devsy-guest:bookworm")
+    parser.add_argument("--startup-only", action="store_true", help="only the start-up figures, no exec throughput")
     args = parser.parse_args()
 
-    for name, command in (("devsy-provider-docker", docker_command()),
-                          ("devsy-fake-runtime", fake_command(Path(tempfile.mkdtemp())))):
-        samples = spawn_latency(command, args.runs)
-        print(f"spawn latency {name} (launch+handshake+Info, {args.runs} warm runs): "
-              f"p50 {percentile(samples, 0.5) * 1000:.0f} ms, p95 {percentile(samples, 0.95) * 1000:.0f} ms, "
-              f"mean {statistics.mean(samples) * 1000:.0f} ms", flush=True)
+    startup(args.runs)
+    if args.startup_only:
+        return 0
 
     payload = secrets.token_bytes(args.mib * 1024 * 1024)
     builtin = DockerDriver(DockerOptions(network_mode="host"))
