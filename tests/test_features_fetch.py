@@ -318,12 +318,13 @@ def test_resolved_features_update_an_existing_lockfile(registry, tmp_path, monke
     monkeypatch.setenv("DEVSY_CACHE_DIR", str(tmp_path / "devsy-cache"))
     digest = registry.push_feature("features/hello:1", _files())
     project = tmp_path / "project"
-    (project / "local").mkdir(parents=True)
+    # A .devcontainer.json at the root: local Features are inside .devcontainer/ (the reference CLI's rule).
+    (project / ".devcontainer" / "local").mkdir(parents=True)
     for name, content in _files().items():
-        (project / "local" / name).write_text(content.replace('"hello"', '"local"'))
+        (project / ".devcontainer" / "local" / name).write_text(content.replace('"hello"', '"local"'))
     config = project / ".devcontainer.json"
     features = [UserFeature(_source(registry.ref("features/hello:1")), {}),
-                UserFeature(parse_feature_id("./local", project), {})]
+                UserFeature(parse_feature_id("./.devcontainer/local", project), {})]
     resolved = resolve_features(features, [], project)
     assert update_lockfile(config, resolved) is False and not lockfile_path(config).exists()
     assert update_lockfile(config, resolved, create=True) is True

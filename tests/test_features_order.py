@@ -14,6 +14,14 @@ from devsy.devcontainer.features.resolve import resolve_features
 from devsy.errors import ConfigError
 
 
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """The config's folder: a project's .devcontainer, where local Features must be (source.devcontainer_folder)."""
+    folder = tmp_path / ".devcontainer"
+    folder.mkdir()
+    return folder
+
+
 def _feature(config_dir: Path, name: str, **meta: object) -> str:
     folder = config_dir / name
     folder.mkdir(parents=True)

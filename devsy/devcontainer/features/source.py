@@ -64,6 +64,13 @@ def parse_feature_id(raw: str, config_dir: Path) -> FeatureSource:
 
 def _local(raw: str, config_dir: Path) -> FeatureSource:
     folder = (config_dir / raw).resolve()
+    allowed = devcontainer_folder(config_dir)
+    if not folder.is_relative_to(allowed.resolve()):
+        # The reference CLI's rule (containerFeaturesConfiguration.ts, "Resolved path must be a child of the
+        # .devcontainer/ folder"): a cloned project's config must not copy other host folders into its image.
+        raise ConfigError(f'Feature "{raw}": {folder} is not inside the project\'s .devcontainer folder {allowed}',
+                          hint=f"a local Feature is a folder inside {allowed}; move it there and name it by a path "
+                          f"relative to {config_dir}")
     if not folder.is_dir():
         raise ConfigError(f'Feature "{raw}": {folder} is not a folder',
                           hint=f"a local Feature is a folder relative to {config_dir} holding {FEATURE_FILE}")
@@ -71,6 +78,17 @@ def _local(raw: str, config_dir: Path) -> FeatureSource:
         raise ConfigError(f'Feature "{raw}": {folder} holds no {FEATURE_FILE}',
                           hint=f"add {FEATURE_FILE} (and install.sh) to the Feature's folder, or fix the path")
     return FeatureSource(id=raw, kind="local", local_path=folder)
+
+
+def devcontainer_folder(config_dir: Path) -> Path:
+    """The project's .devcontainer folder, where local Features must be: the config's folder or its nearest
+    ancestor of that name (.devcontainer/devcontainer.json, .devcontainer/NAME/devcontainer.json), else the
+    .devcontainer folder next to the config (a .devcontainer.json at the project's root), as the reference takes
+    $WORKSPACE_ROOT/.devcontainer."""
+    for folder in (config_dir, *config_dir.parents):
+        if folder.name == ".devcontainer":
+            return folder
+    return config_dir / ".devcontainer"
 
 
 def _tarball(raw: str) -> FeatureSource:
