@@ -2,7 +2,9 @@
 
 Options reach install.sh as environment variables named as the spec says (the option id with every character
 outside [A-Za-z0-9_] made "_", leading digits/underscores made one "_", upper-cased); a boolean is "true"/"false".
-A bare string in devcontainer.json ("features": {"id": "1.2"}) is the spec's shorthand for the "version" option.
+A bare string in devcontainer.json ("features": {"id": "1.2"}) is the spec's shorthand for the "version" option; as
+in the reference CLI (getFeatureValueObject), it sets that option only when the Feature declares one, else the
+defaults apply.
 """
 
 from __future__ import annotations
@@ -64,10 +66,12 @@ class FeatureMetadata:
 
 @dataclass(frozen=True)
 class UserFeature:
-    """One entry of devcontainer.json's "features": where it comes from and the options as written."""
+    """One entry of devcontainer.json's "features": where it comes from and the options as written (`version`: the
+    string form's value, which is the "version" option only of a Feature that declares one: resolve_options)."""
 
     source: FeatureSource
     options: dict[str, OptionValue]
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,14 +104,16 @@ def parse_user_features(raw: Any, config_dir: Path, where: str) -> list[UserFeat
     features = []
     for feature_id, value in raw.items():
         source = parse_feature_id(feature_id, config_dir)
+        version = None
         if isinstance(value, str):
-            options: dict[str, OptionValue] = {"version": value}
+            options: dict[str, OptionValue] = {}
+            version = value
         elif isinstance(value, dict):
             options = dict(value)
         else:
             raise ConfigError(f'{where}: Feature "{feature_id}" must be given an object of options or a version '
                               f"string, got {json_type_name(value)}", hint=f'write "{feature_id}": {{}}')
-        features.append(UserFeature(source, options))
+        features.append(UserFeature(source, options, version))
     return features
 
 
@@ -149,9 +155,12 @@ def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext 
     )
 
 
-def resolve_options(metadata: FeatureMetadata, given: dict[str, OptionValue],
-                    feature_id: str) -> dict[str, OptionValue]:
-    """Every declared option's value: the one `given` (checked against its declaration), else its default."""
+def resolve_options(metadata: FeatureMetadata, given: dict[str, OptionValue], feature_id: str, *,
+                    version: str | None = None) -> dict[str, OptionValue]:
+    """Every declared option's value: the one `given` (checked against its declaration), else its default.
+    `version`: the string form's value, the "version" option when the Feature declares one (else not used)."""
+    if version is not None and "version" in metadata.options:
+        given = {**given, "version": version}
     for name, value in given.items():
         option = metadata.options.get(name)
         if option is None:

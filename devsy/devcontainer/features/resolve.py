@@ -36,7 +36,7 @@ def resolve_features(features: list[UserFeature], override: list[str], config_di
     config's (model.py); `pins`: devcontainer-lock.json's digests by Feature id; `recorded`: digests an earlier up
     resolved them to (fetch.py reuses those cached folders without asking the registry)."""
     resolver = _Resolver(variables, pins or {}, recorded or {})
-    resolved = [resolver.resolve(user.source, user.options, user.source.id) for user in features]
+    resolved = [resolver.resolve(user.source, user.options, user.source.id, version=user.version) for user in features]
     seen: dict[str, str] = {}
     for feature in resolved:
         if feature.source.resource in seen:
@@ -51,10 +51,12 @@ class _Resolver:
                  recorded: Mapping[str, str]) -> None:
         self.variables, self.pins, self.recorded = variables, pins, recorded
 
-    def resolve(self, source: FeatureSource, options: dict[str, OptionValue], label: str) -> ResolvedFeature:
+    def resolve(self, source: FeatureSource, options: dict[str, OptionValue], label: str, *,
+                version: str | None = None) -> ResolvedFeature:
         folder, digest = _obtain(source, self.pins.get(source.id), self.recorded.get(source.id))
         metadata = load_metadata(folder, label, self.variables)
-        return ResolvedFeature(source, folder, digest, metadata, resolve_options(metadata, options, label))
+        return ResolvedFeature(source, folder, digest, metadata, resolve_options(metadata, options, label,
+                                                                                 version=version))
 
     def with_dependencies(self, listed: list[ResolvedFeature]) -> list[ResolvedFeature]:
         """`listed` and every Feature their dependsOn reaches that is not among them, breadth first."""
