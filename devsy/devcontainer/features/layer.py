@@ -80,10 +80,8 @@ def feature_layers(base: PreparedImage, features: list[ResolvedFeature], workspa
 
 def _context_files(feature: ResolvedFeature, users: dict[str, str]) -> dict[str, bytes]:
     """The build context of one Feature: its folder's files under feature/, the env file and the wrapper."""
-    files: dict[str, bytes] = {}
-    for path in sorted(feature.folder.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            files[f"feature/{path.relative_to(feature.folder).as_posix()}"] = path.read_bytes()
+    # A symlink's target is copied in its place (feature_files checks where it leads): the context holds no links.
+    files = {f"feature/{name}": path.read_bytes() for name, path in feature.files().items()}
     env = "".join(f"{name}={shlex.quote(value)}\n" for name, value in feature.option_env().items())
     files[_ENV_FILE] = env.encode()
     lines = [_WRAPPER_HEAD]

@@ -84,6 +84,11 @@ class ResolvedFeature:
     metadata: FeatureMetadata
     options: dict[str, OptionValue]
 
+    def files(self) -> dict[str, Path]:
+        """The Feature's files to install (feature_files): symlinks may lead within the project's .devcontainer
+        folder (local) or the Feature's own folder (fetched: its archive was extracted refusing links out of it)."""
+        return feature_files(self.folder, self.source.local_root or self.folder, self.source.id)
+
     def option_env(self) -> dict[str, str]:
         """The options as install.sh's environment."""
         return {option_env_name(name): _env_value(value) for name, value in sorted(self.options.items())}
@@ -126,11 +131,13 @@ def parse_override_order(raw: Any, where: str) -> list[str]:
     return list(raw)
 
 
-def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext | None = None) -> FeatureMetadata:
+def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext | None = None, *,
+                  root: Path | None = None) -> FeatureMetadata:
     """The devcontainer-feature.json of the Feature in `folder`; ConfigError naming `feature_id` when malformed.
-    `variables`: the config's, substituted in the Feature's mounts (e.g. ${devcontainerId} in a volume's name)."""
+    `variables`: the config's, substituted in the Feature's mounts (e.g. ${devcontainerId} in a volume's name).
+    `root`: the folder its symlinks may lead into (feature_files; default `folder`), checked before anything is built."""
     path = folder / FEATURE_FILE
-    if not (folder / "install.sh").is_file():
+    if "install.sh" not in feature_files(folder, root or folder, feature_id):
         raise ConfigError(f'Feature "{feature_id}" has no install.sh in {folder}',
                           hint="every Feature needs an install.sh next to its devcontainer-feature.json")
     raw = load_jsonc(path)
@@ -153,6 +160,43 @@ def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext 
         depends_on={key: _depends_options(key, value, where) for key, value in opt_dict(raw, "dependsOn", where).items()},
         **{attr: parse_lifecycle_command(key, raw.get(key), where=where) for attr, key in FEATURE_LIFECYCLE.items()},
     )
+
+
+def feature_files(folder: Path, root: Path, feature_id: str) -> dict[str, Path]:
+    """The files of the Feature in `folder` by name relative to it, each the regular file whose content is installed.
+    A symlink (file or folder) is followed when it leads inside `root`, and refused otherwise or when it dangles or
+    loops: a Feature's install copies nothing else of the host into the image. Other special files are left out."""
+    root = root.resolve()
+    files: dict[str, Path] = {}
+
+    def refuse(name: str, why: str) -> ConfigError:
+        return ConfigError(f'Feature "{feature_id}": {name} in {folder} {why}',
+                           hint=f"keep a Feature's files, and what its symlinks point to, inside {root}")
+
+    def visit(directory: Path, prefix: str, chain: frozenset[Path]) -> None:
+        try:
+            entries = sorted(directory.iterdir())
+        except OSError as exc:
+            raise refuse(prefix or ".", f"cannot be read: {exc.strerror}") from None
+        for entry in entries:
+            name = f"{prefix}{entry.name}"
+            try:
+                real = entry.resolve()
+            except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+                raise refuse(name, "is a symlink that loops") from None
+            if entry.is_symlink() and not real.is_relative_to(root):
+                raise refuse(name, f"is a symlink to {real}, outside the folder it may point into ({root})")
+            if real.is_dir():
+                if real in chain:
+                    raise refuse(name, "is a symlink to a folder that contains it (a loop)")
+                visit(entry, f"{name}/", chain | {real})
+            elif real.is_file():
+                files[name] = real
+            elif entry.is_symlink():
+                raise refuse(name, f"is a symlink to {real}, which does not exist")
+
+    visit(folder, "", frozenset({folder.resolve()}))
+    return files
 
 
 def resolve_options(metadata: FeatureMetadata, given: dict[str, OptionValue], feature_id: str, *,

@@ -14,12 +14,11 @@ fetched. Cycles are found by install_order, which names them.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from devsy.devcontainer.features.model import (OptionValue, ResolvedFeature, UserFeature, load_metadata,
-                                               resolve_options)
+from devsy.devcontainer.features.model import (OptionValue, ResolvedFeature, UserFeature, feature_files,
+                                               load_metadata, resolve_options)
 from devsy.devcontainer.features.order import install_order, matching_features
 from devsy.devcontainer.features.source import FeatureSource, parse_feature_id
 from devsy.devcontainer.variables import SubstitutionContext
@@ -54,7 +53,7 @@ class _Resolver:
     def resolve(self, source: FeatureSource, options: dict[str, OptionValue], label: str, *,
                 version: str | None = None) -> ResolvedFeature:
         folder, digest = _obtain(source, self.pins.get(source.id), self.recorded.get(source.id))
-        metadata = load_metadata(folder, label, self.variables)
+        metadata = load_metadata(folder, label, self.variables, root=source.local_root)
         return ResolvedFeature(source, folder, digest, metadata, resolve_options(metadata, options, label,
                                                                                  version=version))
 
@@ -131,7 +130,7 @@ def _shown(options: Mapping[str, OptionValue]) -> str:
 def _obtain(source: FeatureSource, pinned: str | None, recorded: str | None) -> tuple[Path, str]:
     if source.kind == "local":
         assert source.local_path is not None  # parse_feature_id sets it for local Features
-        return source.local_path, folder_digest(source.local_path)
+        return source.local_path, folder_digest(source.local_path, source.local_root or source.local_path, source.id)
     from devsy.agent.wheels import cache_root
     from devsy.devcontainer.features.fetch import fetch_feature  # it imports this package's source.py
 
@@ -139,23 +138,16 @@ def _obtain(source: FeatureSource, pinned: str | None, recorded: str | None) -> 
     return fetched.folder, fetched.digest
 
 
-def folder_digest(folder: Path) -> str:
-    """A digest of every file's relative path, mode and content (symlinks by their target), in a stable order."""
+def folder_digest(folder: Path, root: Path, feature_id: str) -> str:
+    """A digest of every file's relative path, mode and content as installed (feature_files: a symlink by its
+    target's), in a stable order."""
     digest = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(root) / name
-            relative = path.relative_to(folder).as_posix()
-            stat = path.lstat()
-            digest.update(f"{relative}\0{stat.st_mode & 0o777}\0".encode())
-            if path.is_symlink():
-                digest.update(os.readlink(path).encode())
-            else:
-                try:
-                    digest.update(path.read_bytes())
-                except OSError as exc:
-                    raise ConfigError(f"cannot read {relative} of the Feature in {folder}: {exc.strerror}",
-                                      hint="make the Feature's files readable for devsy") from None
-            digest.update(b"\0")
+    for relative, path in sorted(feature_files(folder, root, feature_id).items()):
+        try:
+            digest.update(f"{relative}\0{path.stat().st_mode & 0o777}\0".encode())
+            digest.update(path.read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"cannot read {relative} of the Feature in {folder}: {exc.strerror}",
+                              hint="make the Feature's files readable for devsy") from None
+        digest.update(b"\0")
     return "sha256:" + digest.hexdigest()

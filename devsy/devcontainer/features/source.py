@@ -39,6 +39,7 @@ class FeatureSource:
     tag: str | None = None  # kind == "oci": the tag ("latest" when neither tag nor digest is written)
     digest: str | None = None  # kind == "oci": "sha256:..." when the id pins one
     url: str | None = None  # kind == "tarball"
+    local_root: Path | None = None  # kind == "local": the project's .devcontainer folder its files must stay in
 
     @property
     def resource(self) -> str:
@@ -77,7 +78,7 @@ def _local(raw: str, config_dir: Path) -> FeatureSource:
     if not (folder / FEATURE_FILE).is_file():
         raise ConfigError(f'Feature "{raw}": {folder} holds no {FEATURE_FILE}',
                           hint=f"add {FEATURE_FILE} (and install.sh) to the Feature's folder, or fix the path")
-    return FeatureSource(id=raw, kind="local", local_path=folder)
+    return FeatureSource(id=raw, kind="local", local_path=folder, local_root=allowed.resolve())
 
 
 def devcontainer_folder(config_dir: Path) -> Path:
