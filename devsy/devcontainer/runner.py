@@ -270,7 +270,7 @@ def _ensure_instance(driver: Driver, record: WorkspaceRecord, config: DevContain
         # Only now: a replacement the provider refused leaves the record as it was.
         attempt.on_disk = dataclasses.replace(attempt.on_disk, user_env={}, user_env_key="")
         save_record(paths, attempt.on_disk)
-    record.feature_digests = {feature.source.id: feature.digest for feature in image.features}
+    record.feature_digests = {feature.source.key: feature.digest for feature in image.features}
     ledger.add("remove the new instance", lambda: driver.delete(record.id))
     _require_user(driver, record.id, user, image.ref)
     _run_up_hooks(driver, record, create_attempt, config, user, paths, attempt, progress, create=True, start=True)

@@ -53,7 +53,7 @@ def feature_lifecycle_commands(features: Sequence[ResolvedFeature], hook: str) -
     for feature in features:
         command: LifecycleCommand | None = getattr(feature.metadata, hook)
         if command is not None:
-            labelled = tuple((f"{label} (Feature {feature.source.id})", argv) for label, argv in command.commands)
+            labelled = tuple((f"{label} (Feature {feature.source.shown})", argv) for label, argv in command.commands)
             found.append(dataclasses.replace(command, commands=labelled))
     return found
 
@@ -78,16 +78,17 @@ def _image_command(ref: str) -> list[str]:
 
 def with_recorded_features(config: DevContainerConfig, recorded: Mapping[str, str],
                            progress: Progress | None = None) -> DevContainerConfig:
-    """`config` with the lifecycle commands of the Features its instance was built with (`recorded`: id -> digest,
-    kept by the up that built it; no build, and fetched Features come from the cache without a registry request).
+    """`config` with the lifecycle commands of the Features its instance was built with (`recorded`: FeatureSource.key
+    -> digest, kept by the up that built it; no build, and fetched Features come from the cache without a registry
+    request).
     A Feature added to devcontainer.json since then is not installed in the instance, so its hooks do not run: said once."""
     from devsy.devcontainer.image_prepare import config_features  # it builds images: only needed here
 
-    listed = {feature.source.id for feature in config.features}
-    built = [feature for feature in config.features if feature.source.id in recorded]
-    if progress is not None and listed - set(recorded):
+    built = [feature for feature in config.features if feature.source.key in recorded]
+    added = sorted(feature.source.shown for feature in config.features if feature.source.key not in recorded)
+    if progress is not None and added:
         progress.warn(f"Features added to devcontainer.json since the instance was built are not installed in it "
-                      f"({', '.join(sorted(listed - set(recorded)))}): run `devsy up --recreate` to install them")
+                      f"({', '.join(added)}): run `devsy up --recreate` to install them")
     if not built:
         return config
     return with_feature_hooks(config, config_features(dataclasses.replace(config, features=built), recorded=recorded))

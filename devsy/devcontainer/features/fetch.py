@@ -66,13 +66,13 @@ def fetch_feature(source: FeatureSource, cache_dir: Path, *, pinned: str | None 
     Errors name the Feature id: ImageError for the registry or server, ConfigError for the reference or content."""
     for name, value in (("pinned", pinned), ("recorded", recorded)):
         if value is not None and not _DIGEST.fullmatch(value):
-            raise ConfigError(f"Feature {source.id}: the {name} digest {value!r} is not a sha256 digest",
+            raise ConfigError(f"Feature {_shown(source)}: the {name} digest {value!r} is not a sha256 digest",
                               hint="fix the entry in devcontainer-lock.json, or delete it to pin the Feature anew")
     if source.kind == "oci":
         return _fetch_oci(source, cache_dir / "oci", pinned, recorded)
     if source.kind == "tarball":
         return _fetch_tarball(source, cache_dir / "tarball", pinned, recorded)
-    raise ConfigError(f"Feature {source.id} is a {source.kind} Feature: only OCI and tarball Features are fetched",
+    raise ConfigError(f"Feature {_shown(source)} is a {source.kind} Feature: only OCI and tarball Features are fetched",
                       hint="this is a devsy bug: a local Feature is read from its folder")
 
 
@@ -85,7 +85,8 @@ def _fetch_oci(source: FeatureSource, cache: Path, pinned: str | None, recorded:
     if (hit := _cached_any(cache, wanted, recorded)) is not None:
         return FetchedFeature(source, *hit)
     name_hint = "the Feature id and its entry in devcontainer-lock.json" if pinned else "the Feature id"
-    with ArtifactReader(_oci_reference(source, wanted), subject=f"Feature {source.id}", name_hint=name_hint) as reader:
+    with ArtifactReader(_oci_reference(source, wanted), subject=f"Feature {_shown(source)}",
+                        name_hint=name_hint) as reader:
         artifact = reader.manifest()  # by digest: checked against it
         folder = _cached(cache, artifact.digest)
         if folder is not None:
@@ -118,7 +119,7 @@ def _feature_layer(source: FeatureSource, manifest: dict[str, Any]) -> str:
                 return str(layer["digest"])
     what = f"no layer of media type {FEATURE_LAYER}" if config_type == FEATURE_CONFIG \
         else f"the config media type {config_type!r}, not {FEATURE_CONFIG!r}"
-    raise ConfigError(f"Feature {source.id} is not a Dev Container Feature: its manifest has {what}",
+    raise ConfigError(f"Feature {_shown(source)} is not a Dev Container Feature: its manifest has {what}",
                       hint="check that the reference names a Feature (not an image); Features are published with "
                       "`devcontainer features publish`")
 
@@ -133,7 +134,7 @@ def _mismatch(source: FeatureSource, pinned: str, got: str) -> ConfigError:
 
 def _fetch_tarball(source: FeatureSource, cache: Path, pinned: str | None, recorded: str | None) -> FetchedFeature:
     url = source.url or source.id
-    shown = redact_url(url)
+    shown = _shown(source)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         raise ConfigError(f"Feature {shown}: a tarball is fetched over https (plain http only from this machine)",
@@ -238,7 +239,8 @@ def _install(source: FeatureSource, archive: Path, staging: Path, cache: Path, d
 
 
 def _shown(source: FeatureSource) -> str:
-    return redact_url(source.id)
+    """The Feature as devsy shows it: a tarball URL without its query or userinfo (a signed URL's token)."""
+    return source.shown
 
 
 __all__ = ["FEATURE_LAYER", "FetchedFeature", "fetch_feature"]

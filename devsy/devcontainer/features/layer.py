@@ -89,7 +89,7 @@ def _context_files(feature: ResolvedFeature, users: dict[str, str]) -> dict[str,
     lines += ['export _CONTAINER_USER_HOME="$(home_of "$_CONTAINER_USER")"\n',
               'export _REMOTE_USER_HOME="$(home_of "$_REMOTE_USER")"\n',
               f"set -a\n. ../{_ENV_FILE}\nset +a\n",
-              f"echo {shlex.quote(f'devsy: installing Feature {feature.source.id}')}\n",
+              f"echo {shlex.quote(f'devsy: installing Feature {feature.source.shown}')}\n",
               "chmod +x ./install.sh\n./install.sh\n"]
     files[_WRAPPER] = "".join(lines).encode()
     return files
@@ -133,8 +133,8 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
 
 def _build(client: docker.DockerClient, tag: str, dockerfile: str, files: dict[str, bytes],
            feature: ResolvedFeature, network_mode: str, progress: Progress) -> None:
-    with progress.step(f"installing Feature {feature.source.id} ({tag})"), _archive(dockerfile, files) as archive:
-        engine_build(client, tag, network_mode, progress, failed=f"installing Feature {feature.source.id} failed",
+    with progress.step(f"installing Feature {feature.source.shown} ({tag})"), _archive(dockerfile, files) as archive:
+        engine_build(client, tag, network_mode, progress, failed=f"installing Feature {feature.source.shown} failed",
                      hint=f"fix the Feature's install.sh ({feature.folder}) or its options in devcontainer.json",
                      fileobj=archive, custom_context=True, dockerfile="Dockerfile")
 

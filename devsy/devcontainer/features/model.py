@@ -87,7 +87,7 @@ class ResolvedFeature:
     def files(self) -> dict[str, Path]:
         """The Feature's files to install (feature_files): symlinks may lead within the project's .devcontainer
         folder (local) or the Feature's own folder (fetched: its archive was extracted refusing links out of it)."""
-        return feature_files(self.folder, self.source.local_root or self.folder, self.source.id)
+        return feature_files(self.folder, self.source.local_root or self.folder, self.source.shown)
 
     def option_env(self) -> dict[str, str]:
         """The options as install.sh's environment."""
@@ -116,8 +116,8 @@ def parse_user_features(raw: Any, config_dir: Path, where: str) -> list[UserFeat
         elif isinstance(value, dict):
             options = dict(value)
         else:
-            raise ConfigError(f'{where}: Feature "{feature_id}" must be given an object of options or a version '
-                              f"string, got {json_type_name(value)}", hint=f'write "{feature_id}": {{}}')
+            raise ConfigError(f'{where}: Feature "{source.shown}" must be given an object of options or a version '
+                              f"string, got {json_type_name(value)}", hint=f'write "{source.shown}": {{}}')
         features.append(UserFeature(source, options, version))
     return features
 
@@ -135,7 +135,7 @@ def load_metadata(folder: Path, feature_id: str, variables: SubstitutionContext 
                   root: Path | None = None) -> FeatureMetadata:
     """The devcontainer-feature.json of the Feature in `folder`; ConfigError naming `feature_id` when malformed.
     `variables`: the config's, substituted in the Feature's mounts (e.g. ${devcontainerId} in a volume's name).
-    `root`: the folder its symlinks may lead into (feature_files; default `folder`), checked before anything is built."""
+    `root`: the folder its symlinks may lead into (feature_files; default `folder`); checked before any build."""
     path = folder / FEATURE_FILE
     if "install.sh" not in feature_files(folder, root or folder, feature_id):
         raise ConfigError(f'Feature "{feature_id}" has no install.sh in {folder}',

@@ -20,7 +20,7 @@ from pathlib import Path
 from devsy.devcontainer.features.model import (OptionValue, ResolvedFeature, UserFeature, feature_files,
                                                load_metadata, resolve_options)
 from devsy.devcontainer.features.order import install_order, matching_features
-from devsy.devcontainer.features.source import FeatureSource, parse_feature_id
+from devsy.devcontainer.features.source import FeatureSource, parse_feature_id, shown_id
 from devsy.devcontainer.variables import SubstitutionContext
 from devsy.errors import ConfigError
 
@@ -33,15 +33,16 @@ def resolve_features(features: list[UserFeature], override: list[str], config_di
                      recorded: Mapping[str, str] | None = None) -> list[ResolvedFeature]:
     """The config's Features and their dependencies resolved and ordered; [] when it has none. `variables`: the
     config's (model.py); `pins`: devcontainer-lock.json's digests by Feature id; `recorded`: digests an earlier up
-    resolved them to (fetch.py reuses those cached folders without asking the registry)."""
+    resolved them to, by FeatureSource.key (fetch.py reuses those cached folders without asking the registry)."""
     resolver = _Resolver(variables, pins or {}, recorded or {})
-    resolved = [resolver.resolve(user.source, user.options, user.source.id, version=user.version) for user in features]
+    resolved = [resolver.resolve(user.source, user.options, user.source.shown, version=user.version)
+                for user in features]
     seen: dict[str, str] = {}
     for feature in resolved:
         if feature.source.resource in seen:
             raise ConfigError(f'"features" names one Feature twice: "{seen[feature.source.resource]}" and '
-                              f'"{feature.source.id}"', hint="keep one of them")
-        seen[feature.source.resource] = feature.source.id
+                              f'"{feature.source.shown}"', hint="keep one of them")
+        seen[feature.source.resource] = feature.source.shown
     return install_order(resolver.with_dependencies(resolved), override, config_dir)
 
 
@@ -52,7 +53,7 @@ class _Resolver:
 
     def resolve(self, source: FeatureSource, options: dict[str, OptionValue], label: str, *,
                 version: str | None = None) -> ResolvedFeature:
-        folder, digest = _obtain(source, self.pins.get(source.id), self.recorded.get(source.id))
+        folder, digest = _obtain(source, self.pins.get(source.id), self.recorded.get(source.key))
         metadata = load_metadata(folder, label, self.variables, root=source.local_root)
         return ResolvedFeature(source, folder, digest, metadata, resolve_options(metadata, options, label,
                                                                                  version=version))
@@ -61,7 +62,7 @@ class _Resolver:
         """`listed` and every Feature their dependsOn reaches that is not among them, breadth first."""
         present = list(listed)
         # Each Feature to look at with the chain of dependsOn that led to it (the listed ones: just themselves).
-        worklist: list[tuple[ResolvedFeature, tuple[str, ...]]] = [(f, (f.source.id,)) for f in listed]
+        worklist: list[tuple[ResolvedFeature, tuple[str, ...]]] = [(f, (f.source.shown,)) for f in listed]
         while worklist:
             feature, chain = worklist.pop(0)
             for ref, options in feature.metadata.depends_on.items():
@@ -70,15 +71,15 @@ class _Resolver:
                     continue
                 if len(chain) > MAX_DEPENDENCY_DEPTH:
                     raise ConfigError(f"the Features' dependsOn chain is longer than {MAX_DEPENDENCY_DEPTH}: "
-                                      f"{' -> '.join((*chain, ref))}",
+                                      f"{' -> '.join((*chain, shown_id(ref)))}",
                                       hint="check the Features' dependsOn: a chain this long is a mistake")
                 if len(present) >= MAX_FEATURES:
                     raise ConfigError(f"the Features and their dependencies are more than {MAX_FEATURES}",
                                       hint="check the Features' dependsOn entries")
                 dependency = self.resolve(_dependency_source(ref, feature), options,
-                                          f"{ref} (a dependency of {feature.source.id})")
+                                          f"{shown_id(ref)} (a dependency of {feature.source.shown})")
                 present.append(dependency)
-                worklist.append((dependency, (*chain, ref)))
+                worklist.append((dependency, (*chain, shown_id(ref))))
         return present
 
     def _present(self, ref: str, options: dict[str, OptionValue], feature: ResolvedFeature,
@@ -90,13 +91,14 @@ class _Resolver:
         if not keys:
             return None
         other = by_resource[next(iter(keys))]
-        asked = resolve_options(other.metadata, options, f"{ref} (a dependency of {feature.source.id})")
+        asked = resolve_options(other.metadata, options, f"{shown_id(ref)} (a dependency of {feature.source.shown})")
         if asked != other.options:
             raise _conflict(feature, ref, other, f"with the options {_shown(asked)}, but it is installed with "
                                                  f"{_shown(other.options)}")
         if other.source.kind != "local" and ref != other.source.id:
             # Another way to write the same resource (another tag): the same Feature only at the same digest.
-            asked_digest = _obtain(_dependency_source(ref, feature), self.pins.get(ref), self.recorded.get(ref))[1]
+            asked = _dependency_source(ref, feature)
+            asked_digest = _obtain(asked, self.pins.get(ref), self.recorded.get(asked.key))[1]
             if asked_digest != other.digest:
                 raise _conflict(feature, ref, other, f"at {asked_digest}, but it is installed at {other.digest}")
         return other
@@ -107,19 +109,20 @@ def _dependency_source(ref: str, feature: ResolvedFeature) -> FeatureSource:
     if "/" not in ref or ref.startswith((".", "/")):
         what = "a bare name" if "/" not in ref else "a local Feature"
         raise ConfigError(
-            f'Feature "{feature.source.id}" depends on "{ref}", which is not in devcontainer.json\'s "features": '
+            f'Feature "{feature.source.shown}" depends on "{ref}", which is not in devcontainer.json\'s "features": '
             f"{what} cannot be fetched", hint=f'add "{ref}" to "features" (a local Feature as a path relative to '
             "devcontainer.json), or depend on it by its OCI reference")
     try:
         return parse_feature_id(ref, Path("/"))  # not local: the folder is not used
     except ConfigError as exc:
-        raise ConfigError(f'Feature "{feature.source.id}" depends on a Feature devsy cannot fetch: {exc.message}',
+        raise ConfigError(f'Feature "{feature.source.shown}" depends on a Feature devsy cannot fetch: {exc.message}',
                           hint=exc.hint) from None
 
 
 def _conflict(feature: ResolvedFeature, ref: str, other: ResolvedFeature, how: str) -> ConfigError:
-    return ConfigError(f'Feature "{feature.source.id}" depends on "{ref}" {how} (as "{other.source.id}")',
-                       hint=f'give "{other.source.id}" what "{feature.source.id}" asks for in "features" (or remove '
+    return ConfigError(f'Feature "{feature.source.shown}" depends on "{shown_id(ref)}" {how} (as '
+                       f'"{other.source.shown}")', hint=f'give "{other.source.shown}" what "{feature.source.shown}" '
+                       'asks for in "features" (or remove '
                        "it there, so devsy installs it as the dependsOn asks): devsy installs each Feature once")
 
 
@@ -130,7 +133,8 @@ def _shown(options: Mapping[str, OptionValue]) -> str:
 def _obtain(source: FeatureSource, pinned: str | None, recorded: str | None) -> tuple[Path, str]:
     if source.kind == "local":
         assert source.local_path is not None  # parse_feature_id sets it for local Features
-        return source.local_path, folder_digest(source.local_path, source.local_root or source.local_path, source.id)
+        return source.local_path, folder_digest(source.local_path, source.local_root or source.local_path,
+                                                source.shown)
     from devsy.agent.wheels import cache_root
     from devsy.devcontainer.features.fetch import fetch_feature  # it imports this package's source.py
 

@@ -8,14 +8,16 @@ The deprecated forms (a bare "node", GitHub-release "owner/repo/feature@v") are 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from devsy.errors import ConfigError
 from devsy.loopback import is_loopback_host
+from devsy.redaction import register_secrets
 
 FEATURE_FILE = "devcontainer-feature.json"
 # OCI distribution spec grammar: a registry host[:port], path components, a tag or a sha256 digest.
@@ -40,6 +42,18 @@ class FeatureSource:
     digest: str | None = None  # kind == "oci": "sha256:..." when the id pins one
     url: str | None = None  # kind == "tarball"
     local_root: Path | None = None  # kind == "local": the project's .devcontainer folder its files must stay in
+
+    @property
+    def shown(self) -> str:
+        """The id as devsy shows it: a URL without its query, fragment or userinfo (a signed URL's token)."""
+        return shown_id(self.id)
+
+    @property
+    def key(self) -> str:
+        """A secret-free identity to store (the workspace record): the shown id, and when that hides part of the id,
+        a short sha256 of the whole id, so two URLs that differ only in their query stay two keys."""
+        shown = self.shown
+        return shown if shown == self.id else f"{shown}#{hashlib.sha256(self.id.encode()).hexdigest()[:16]}"
 
     @property
     def resource(self) -> str:
@@ -94,14 +108,17 @@ def devcontainer_folder(config_dir: Path) -> Path:
 
 def _tarball(raw: str) -> FeatureSource:
     parts = urlsplit(raw)
+    # A signed URL carries its credential in the query (userinfo is refused below): secret in all devsy prints.
+    register_secrets([parts.query, parts.fragment, *(value for _, value in parse_qsl(parts.query))])
+    shown = shown_id(raw)
     hint = 'a tarball Feature is "https://host/path/devcontainer-feature-NAME.tgz"'
     if not parts.hostname or parts.username or parts.password:
-        raise ConfigError(f'Feature "{_shown(raw)}" is not a valid tarball URL', hint=hint + " (no credentials in it)")
+        raise ConfigError(f'Feature "{shown}" is not a valid tarball URL', hint=hint + " (no credentials in it)")
     if parts.scheme == "http" and not is_loopback_host(parts.hostname):
-        raise ConfigError(f'Feature "{raw}": plain http is allowed only to this host (loopback)',
+        raise ConfigError(f'Feature "{shown}": plain http is allowed only to this host (loopback)',
                           hint="use https: a Feature's install.sh runs as root in the image")
     if not parts.path.endswith((".tgz", ".tar.gz")):
-        raise ConfigError(f'Feature "{raw}": a tarball URL must name a .tgz file', hint=hint)
+        raise ConfigError(f'Feature "{shown}": a tarball URL must name a .tgz file', hint=hint)
     return FeatureSource(id=raw, kind="tarball", url=raw)
 
 
@@ -131,7 +148,11 @@ def _oci(raw: str) -> FeatureSource:
                          tag=tag or (None if digest else "latest"), digest=digest)
 
 
-def _shown(raw: str) -> str:
-    """A URL without its userinfo: credentials are never printed."""
+def shown_id(raw: str) -> str:
+    """A Feature id as devsy shows it: a URL without its userinfo, query and fragment (where credentials travel);
+    any other id as written."""
+    if not raw.startswith(("https://", "http://")):
+        return raw
     parts = urlsplit(raw)
-    return parts._replace(netloc=parts.hostname or "").geturl() if parts.username or parts.password else raw
+    netloc = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc, query="", fragment="").geturl()
