@@ -19,14 +19,16 @@ from typing import IO, Any
 
 import docker
 import docker.errors
+import docker.models.containers
 import docker.models.images
 
+from devsy.bounded_wait import poll_until
 from devsy.devcontainer.build_context import DOCKERFILE_NAME, context_archive, labelled_dockerfile
 from devsy.devcontainer.config import BuildConfig, DevContainerConfig
 from devsy.devcontainer.features.model import ResolvedFeature
 from devsy.devcontainer.features.lockfile import read_lockfile, update_lockfile
 from devsy.devcontainer.features.resolve import resolve_features
-from devsy.driver.base import LABEL_MANAGED, LABEL_WORKSPACE
+from devsy.driver.base import LABEL_CREATE_ATTEMPT, LABEL_MANAGED, LABEL_WORKSPACE
 from devsy.driver.docker.engine import connect, engine_errors, engine_message
 from devsy.errors import BackendUnavailable, DriverError, ImageError
 from devsy.progress import Progress
@@ -34,6 +36,9 @@ from devsy.registry_image import read_image_config
 
 # Removing an image can free a parent that was held by it; a few passes remove a whole chain of leftovers.
 _REMOVE_PASSES = 8
+# The engine removes a cancelled build's step container itself (forcerm) a moment after the build's client is gone;
+# the wait for that (or for devsy's own removal of it) is bounded, as every wait is.
+_BUILD_CONTAINERS_GONE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -211,11 +216,43 @@ def _remove_images(client: docker.DockerClient, workspace_id: str, keep: str | N
     (delete) every layer goes. Images in use stay: a cache entry, not workspace state."""
     labels = [f"{key}={value}" for key, value in build_labels(workspace_id).items()]
     with engine_errors(f"removing the images built for workspace {workspace_id}"):
+        if keep is None:
+            _remove_build_containers(client, workspace_id, labels)
         for _ in range(_REMOVE_PASSES):
             images = client.images.list(all=keep is None, filters={"label": labels})
             stale = [i for i in images if keep not in (i.tags or []) and (keep is None or i.tags)]
             if not sum(_remove(client, image) for image in stale):
                 return
+
+
+def _remove_build_containers(client: docker.DockerClient, workspace_id: str, labels: list[str]) -> None:
+    """Remove the step containers of this workspace's interrupted builds, and see them gone: each holds the layer
+    it ran on (and so the chain below it), and an interrupted up's rollback runs before the engine has removed the
+    container of the step it cancelled. An image removal refused meanwhile would leave every layer behind."""
+    for container in _build_containers(client, labels):
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: the engine is removing it already; the wait below sees it go
+                raise
+    poll_until(lambda: [c.short_id for c in _build_containers(client, labels)], lambda left: not left,
+               timeout=_BUILD_CONTAINERS_GONE_S, interval=0.2,
+               what=f"the removal of the build containers of workspace {workspace_id}",
+               hint=f"see `docker ps -a --filter label={LABEL_WORKSPACE}={workspace_id}`; remove those containers "
+                    f"(docker rm -f), then their images: `docker image prune -a --filter "
+                    f"label={LABEL_WORKSPACE}={workspace_id}`")
+
+
+def _build_containers(client: docker.DockerClient, labels: list[str]) -> list[docker.models.containers.Container]:
+    """Containers of this workspace's image builds. A build step's container carries the labels of the image being
+    built, as an instance does; what tells it apart: the engine creates it from the previous step's image id, and
+    without the create-attempt label devsy gives every instance it creates (runner.py)."""
+    # ignore_removed: a container the engine removes between its listing and its inspection is simply gone.
+    found = client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
+    return [c for c in found if LABEL_CREATE_ATTEMPT not in (c.labels or {})
+            and (c.attrs.get("Config") or {}).get("Image", "").startswith("sha256:")]
 
 
 def _remove(client: docker.DockerClient, image: docker.models.images.Image) -> int:
