@@ -41,7 +41,8 @@ _LINE_TIMEOUT_S = 60.0
 KEEP_ALIVE = ["/bin/sh"], ["-c", 'trap "exit 0" TERM; while sleep 1000 & wait $!; do :; done']
 
 
-def spawn_latency(command, runs: int) -> list[float]:
+def spawn_latency(command, runs: int) -> tuple[list[float], list[float]]:
+    """Wall seconds per warm run (no CPU figure: two processes and the host share it)."""
     samples = []
     for index in range(WARMUP_RUNS + runs):
         started = time.perf_counter()
@@ -50,11 +51,23 @@ def spawn_latency(command, runs: int) -> list[float]:
             elapsed = time.perf_counter() - started
         if index >= WARMUP_RUNS:
             samples.append(elapsed)
-    return samples
+    return samples, []
 
 
-def handshake_line(command: ProviderCommand) -> float:
-    """Seconds from exec of the provider (as a host starts it, cookie set) to its handshake line on stdout."""
+def cpu_ms(pid: int) -> float | None:
+    """CPU time the process has used so far, all its threads (Linux schedstat), or None where it is not readable."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e6
+
+
+def handshake_line(command: ProviderCommand) -> tuple[float, float | None]:
+    """Seconds from exec of the provider (as a host starts it, cookie set) to its handshake line on stdout, and the
+    CPU milliseconds it used until then (less sensitive to a busy machine than the wall time)."""
     env = {**os.environ, **command.env, COOKIE_KEY: COOKIE_VALUE, ENV_PROTOCOL_VERSIONS: str(APP_PROTOCOL_VERSION)}
     started = time.perf_counter()
     process = subprocess.Popen([command.binary, *command.args], env=env, stdin=subprocess.DEVNULL,  # noqa: S603
@@ -64,18 +77,20 @@ def handshake_line(command: ProviderCommand) -> float:
     try:
         line = process.stdout.readline()
         elapsed = time.perf_counter() - started
+        cpu = cpu_ms(process.pid)
     finally:
         deadline.cancel()
         process.kill()
         process.wait(_LINE_TIMEOUT_S)
     if not line.startswith(b"1|"):
         raise SystemExit(f"{command.binary} printed {line[:80]!r} within {_LINE_TIMEOUT_S:g}s, not a handshake line")
-    return elapsed
+    return elapsed, cpu
 
 
-def handshake_latency(command: ProviderCommand, runs: int) -> list[float]:
-    samples = [handshake_line(command) for _ in range(WARMUP_RUNS + runs)]
-    return samples[WARMUP_RUNS:]
+def handshake_latency(command: ProviderCommand, runs: int) -> tuple[list[float], list[float]]:
+    """Wall seconds and CPU milliseconds (where readable) per warm run."""
+    samples = [handshake_line(command) for _ in range(WARMUP_RUNS + runs)][WARMUP_RUNS:]
+    return [wall for wall, _ in samples], [cpu for _, cpu in samples if cpu is not None]
 
 
 def go_fake_command(state_dir: Path) -> ProviderCommand | None:
@@ -101,14 +116,14 @@ def startup(runs: int) -> None:
         peer_p50 = None
         for name, command in providers:
             load = os.getloadavg()[0]
-            samples = measure(command, runs)
+            samples, cpu = measure(command, runs)
             p50 = percentile(samples, 0.5)
             if command is peer:
                 peer_p50 = p50
             ratio = f", {p50 / peer_p50:.1f}x the Go peer" if peer_p50 and command is not peer else ""
             print(f"{figure}, {name} ({runs} warm runs, load average {load:.2f}): p50 {p50 * 1000:.0f} ms, "
                   f"p95 {percentile(samples, 0.95) * 1000:.0f} ms, mean {statistics.mean(samples) * 1000:.0f} ms"
-                  f"{ratio}", flush=True)
+                  f"{ratio}{f'; cpu before the line p50 {percentile(cpu, 0.5):.0f} ms' if cpu else ''}", flush=True)
 
 
 def percentile(samples: list[float], q: float) -> float:
