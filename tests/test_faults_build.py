@@ -194,7 +194,9 @@ def _interrupt_a_build(devsy, workspace_id: str, project: Path, guest_image: str
     layers = _committed_layers(lines)
     assert layers, "the build committed no layer before the interrupted step"
     # The engine cancels the build when its client is gone; its last container goes with it.
-    _wait_for(lambda: not docker_client.containers.list(all=True, filters={"ancestor": layers[-1]}),
+    # ignore_removed: the engine may remove that container between the listing and its inspection.
+    _wait_for(lambda: not docker_client.containers.list(all=True, filters={"ancestor": layers[-1]},
+                                                        ignore_removed=True),
               "the cancelled build's container to be removed")
     return layers
 
