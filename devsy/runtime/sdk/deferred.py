@@ -36,7 +36,7 @@ class DeferredServices(grpc.GenericRpcHandler):
     def add_registered_method_handlers(self, service_name: str, handlers: dict[str, Any]) -> None:
         """Generated code registers each method twice; the generic handlers it passed first already cover them."""
 
-    def load(self, register: Callable[[Any], None]) -> bool:
+    def load(self, register: Callable[[DeferredServices], None]) -> bool:
         """Run `register(self)`; False (traceback on stderr, waiting calls told UNAVAILABLE) if it raised."""
         try:
             register(self)

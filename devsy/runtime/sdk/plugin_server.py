@@ -92,7 +92,7 @@ def _socket_path() -> tuple[Path, Path]:
     return directory, path
 
 
-def serve_plugin(register: Callable[[grpc.Server], None], *, max_workers: int = DEFAULT_WORKERS,
+def serve_plugin(register: Callable[[DeferredServices], None], *, max_workers: int = DEFAULT_WORKERS,
                  before_line: Callable[[], None] | None = None, after_line: Callable[[], None] | None = None) -> int:
     """Serve until GRPCController.Shutdown or SIGTERM; returns the process exit code. `register` adds the
     provider's services; it runs after the handshake line (its imports are not paid before it), and an exception
