@@ -20,6 +20,7 @@ from devsy.devcontainer.features.model import parse_user_features
 from devsy.devcontainer.features.resolve import resolve_features
 from devsy.errors import ConfigError
 from fixtures.oci_registry import OciRegistry, feature_tarball, free_loopback_port
+from helpers.features import guest_output as _guest, labelled_images as _labelled_images
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import containers_of
 from helpers.projects import make_project
@@ -64,17 +65,6 @@ def _push(registry: OciRegistry, pushed: list[str], repo_tag: str, install: str,
         "devcontainer-feature.json": json.dumps({"id": name, "version": "1.2.0", **meta}), "install.sh": install})
     pushed.append(digest)
     return digest
-
-
-def _guest(devsy: DevsyCli, ws_id: str, script: str) -> str:
-    result = devsy.run("exec", ws_id, "--", "sh", "-c", script)
-    assert result.returncode == 0, result.text
-    return result.stdout.decode()
-
-
-def _labelled_images(docker_client, ws_id: str) -> set[str]:
-    return {image.id for image in docker_client.images.list(all=True,
-                                                            filters={"label": f"dev.devsy.workspace={ws_id}"})}
 
 
 def test_a_dependency_the_config_does_not_list_is_fetched_and_installed_first_with_its_options(

@@ -11,7 +11,7 @@ import pytest
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import containers_of
 from helpers.projects import make_project
-from test_features_local import _feature
+from helpers.features import make_feature as _feature
 
 pytestmark = pytest.mark.docker
 

@@ -7,34 +7,19 @@ option rebuilds), a failing install.sh (its output tail, redacted; nothing left)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from devsy.driver.microsandbox.naming import loaded_image_tag
 from devsy.workspace.paths import workspace_paths
+from helpers.features import make_feature as _feature, guest_output as _guest
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import containers_of
 from helpers.msb import images
 from helpers.projects import make_project
 
 pytestmark = pytest.mark.docker
-
-
-def _feature(project: Path, folder_name: str, install: str, **meta: object) -> str:
-    folder = project / ".devcontainer" / folder_name
-    folder.mkdir(parents=True)
-    (folder / "devcontainer-feature.json").write_text(
-        json.dumps({"id": Path(folder_name).name, "version": "1.0.0", **meta}))
-    (folder / "install.sh").write_text("#!/bin/sh\nset -eu\n" + install)
-    return f"./{folder_name}"
-
-
-def _guest(devsy: DevsyCli, ws_id: str, script: str) -> str:
-    result = devsy.run("exec", ws_id, "--", "sh", "-c", script)
-    assert result.returncode == 0, result.text
-    return result.stdout.decode()
 
 
 def _images(docker_client, ws_id: str) -> dict[str, list[str]]:

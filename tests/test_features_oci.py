@@ -14,6 +14,7 @@ import pytest
 
 from devsy.agent.wheels import cache_root
 from fixtures.oci_registry import OciRegistry
+from helpers.features import guest_output as _guest, labelled_images as _labelled_images
 from helpers.cli import HOST_NET, DevsyCli
 from helpers.engine import containers_of
 from helpers.projects import make_project
@@ -31,17 +32,6 @@ def _reads(registry: OciRegistry) -> tuple[list[str], int]:
     """(the manifest paths read, how many blobs were read) since the last mark."""
     requests = registry.requests()
     return [r.path for r in requests if "/manifests/" in r.path], sum("/blobs/" in r.path for r in requests)
-
-
-def _guest(devsy: DevsyCli, ws_id: str, script: str) -> str:
-    result = devsy.run("exec", ws_id, "--", "sh", "-c", script)
-    assert result.returncode == 0, result.text
-    return result.stdout.decode()
-
-
-def _labelled_images(docker_client, ws_id: str) -> set[str]:
-    return {image.id for image in docker_client.images.list(all=True,
-                                                            filters={"label": f"dev.devsy.workspace={ws_id}"})}
 
 
 def test_an_oci_feature_with_options_installs_once_and_rebuilds_when_an_option_changes(

@@ -13,19 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.features import make_feature as _feature
 from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env
 from helpers.projects import make_project
 
 pytestmark = pytest.mark.docker
-
-
-def _feature(project: Path, folder_name: str, install: str, **meta: object) -> str:
-    folder = project / ".devcontainer" / folder_name
-    folder.mkdir(parents=True)
-    (folder / "devcontainer-feature.json").write_text(
-        json.dumps({"id": Path(folder_name).name, "version": "1.0.0", **meta}))
-    (folder / "install.sh").write_text("#!/bin/sh\nset -eu\n" + install)
-    return f"./{folder_name}"
 
 
 def _labelled_images(docker_client, ws_id: str) -> list[str]:

@@ -46,6 +46,16 @@ class _Fifo:
         os.close(self._fd)
 
 
+def _up_until_the_hook_started(devsy: DevsyCli, project: Path, ws_id: str) -> int:
+    """`devsy up` of a project whose background hook runs _BLOCKS; returns once that hook started (its guest pid)."""
+    fifo = _Fifo(project)
+    try:
+        devsy.up(project, "--id", ws_id, *HOST_NET)
+        return fifo.read_pid()
+    finally:
+        fifo.close()
+
+
 def _state_file(devsy: DevsyCli, ws_id: str) -> dict:
     return json.loads((devsy.home / "workspaces" / ws_id / "hooks.json").read_text())
 
@@ -162,12 +172,7 @@ def test_up_and_delete_end_a_running_continuation_and_its_guest_command(devsy, w
 
 def test_stop_ends_the_continuation_and_says_so_in_status(devsy, ws_id, guest_image, tmp_path):
     project = make_project(tmp_path / "p", {"image": guest_image, "postCreateCommand": _BLOCKS})
-    fifo = _Fifo(project)
-    try:
-        devsy.up(project, "--id", ws_id, *HOST_NET)
-        fifo.read_pid()
-    finally:
-        fifo.close()
+    _up_until_the_hook_started(devsy, project, ws_id)
     continuation = _state_file(devsy, ws_id)
     stopped = devsy.run("stop", ws_id)
     assert stopped.returncode == 0 and b"stopping the background hooks" in stopped.stderr, stopped.text

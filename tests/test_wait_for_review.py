@@ -7,7 +7,7 @@ from helpers.cli import HOST_NET
 from helpers.engine import containers_of
 from helpers.projects import make_project
 from fixtures.process_observer import ProcessObserver
-from test_wait_for import _BLOCKS, _NONCE, _Fifo, _background, _log
+from test_wait_for import _BLOCKS, _NONCE, _Fifo, _background, _log, _up_until_the_hook_started
 
 
 def test_start_of_a_running_workspace_leaves_its_background_hooks_running(devsy, ws_id, guest_image, tmp_path,
@@ -44,12 +44,7 @@ def test_an_up_refused_before_it_changes_anything_leaves_the_background_hooks_ru
     nothing, so it must not end the postCreateCommand the workspace's own up left to the background."""
     project = make_project(tmp_path / "p", {"image": guest_image, "postCreateCommand": f"{_BLOCKS}; {_log('postCreate')}"})
     other = make_project(tmp_path / "other", {"image": guest_image})
-    fifo = _Fifo(project)
-    try:
-        devsy.up(project, "--id", ws_id, *HOST_NET)
-        fifo.read_pid()
-    finally:
-        fifo.close()
+    _up_until_the_hook_started(devsy, project, ws_id)
     try:
         refused = devsy.up(other, "--id", ws_id, ok=False)
         assert refused.returncode != 0 and "already exists for another source" in refused.text, refused.text
