@@ -107,7 +107,8 @@ setup_venv() {
 }
 
 build_guest_image() {
-    timeout 1800 .venv/bin/python -m fixtures.guest_image
+    # Every guest image (the default one and the two without python: issue 18), each cached by its recipe's key.
+    timeout 1800 .venv/bin/python -m fixtures.guest_image --all
 }
 
 step packages install_packages
