@@ -1,5 +1,5 @@
-"""Which agent file to deliver: `DEVSY_AGENT_BINARY` when set (offline: nothing is built or downloaded), else the
-cached build for the workspace's architecture."""
+"""Which agent file to deliver: `DEVSY_AGENT_BINARY` when set (nothing is built), else the cached build for the
+workspace's architecture, built from the wheels installed with devsy (offline too: see devsy/agent/wheels.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def resolve_artifact(arch: str) -> AgentArtifact:
     override = os.environ.get(BINARY_ENV, "")
     if override:
         return _from_file(Path(override).expanduser())
-    from devsy.agent.build import build_agent  # only here: the builder pulls in pip and file locks
+    from devsy.agent.build import build_agent  # only here: the builder pulls in zipfile, hashing and file locks
 
     built = build_agent(arch)
     return AgentArtifact(built.path, built.sha256, built.path.stat().st_size, "built")

@@ -4,6 +4,8 @@
 the builder format, the architecture, the wheel lock and every guest source file, so the cached
 `<cache>/agent/<key>/devsy-agent-<arch>.pyz` is rebuilt exactly when one of them changes. Entries are written in a
 fixed order with fixed timestamps and no compression, so the same key always yields the same bytes (and checksum).
+The wheels come from devsy's installed package data (fetched when devsy was installed), so a build runs no pip and
+needs no network; devsy/agent/wheels.py downloads them into the cache only when that data is absent.
 """
 
 from __future__ import annotations

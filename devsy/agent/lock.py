@@ -2,7 +2,8 @@
 
 abi3 wheels built for the oldest supported Python load on every newer one, so they are fetched once (for
 `BASE_PYTHON`); only cffi has no abi3 wheel and is fetched per interpreter. The text of this lock is part of every
-cache key: changing a pin rebuilds the wheel cache and the agent.
+cache key: changing a pin rebuilds the wheel cache and the agent. This is the one list of pins: installing devsy
+fetches exactly these into its package data (setup.py), named by the same key.
 """
 
 from __future__ import annotations
