@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.cli.outcome import emit_error, emit_success, workspace_json
+from devsy.agent.note import read_note
 from devsy.devcontainer.background_hooks import HooksState, log_path
 from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
@@ -50,7 +51,8 @@ def _up(args: argparse.Namespace) -> int:
         return emit_error("up", args.json, redact_error(exc), warnings=progress.warnings)
     record = result.record
     payload = {"workspace": workspace_json(record, result.instance, _content_dir(home, record), reused=result.reused,
-                                           background_hooks=_hooks_json(home, record.id, result.background_hooks)),
+                                           background_hooks=_hooks_json(home, record.id, result.background_hooks),
+                                           ssh_path=_ssh_path(home, record.id)),
                "warnings": progress.warnings}
     human = f"workspace {record.id} is {result.instance.status.value}; enter it with `ssh {record.id}.devsy`"
     return emit_success("up", args.json, payload, human)
@@ -60,12 +62,29 @@ def _hooks_json(home: Path, workspace_id: str, state: HooksState | None) -> dict
     return None if state is None else state.to_json(log_path(workspace_paths(home, workspace_id)))
 
 
+def _ssh_path(home: Path, workspace_id: str) -> str | None:
+    """How the workspace's SSH sessions are served: "agent" (in the guest), "exec" (from the host, one driver exec
+    each: the guest cannot run the agent), or None before anything has found out (no `up` has finished)."""
+    note = read_note(workspace_paths(home, workspace_id))
+    return None if note is None else note.sessions
+
+
+def _ssh_line(home: Path, workspace_id: str) -> str:
+    note = read_note(workspace_paths(home, workspace_id))
+    if note is None:
+        return ""
+    if note.exec_sessions:
+        return (f"\nssh: exec sessions from the host, without a terminal or port forwarding (the guest cannot run "
+                f"devsy's agent: {note.why})")
+    return f"\nssh: devsy's agent in the guest{f' (Python {note.python})' if note.python else ''}"
+
+
 def _state(args: argparse.Namespace, state: operations.WorkspaceState) -> int:
     home = devsy_home()
     hooks = _hooks_json(home, state.record.id, state.background_hooks)
     payload = {"workspace": workspace_json(state.record, state.instance, _content_dir(home, state.record),
-                                           background_hooks=hooks)}
-    human = f"workspace {state.record.id} is {state.status}"
+                                           background_hooks=hooks, ssh_path=_ssh_path(home, state.record.id))}
+    human = f"workspace {state.record.id} is {state.status}" + _ssh_line(home, state.record.id)
     if state.background_hooks is not None:
         human += (f"\nbackground hooks ({', '.join(state.background_hooks.hooks)}): "
                   f"{state.background_hooks.summary()}; output: `devsy logs {state.record.id} --hooks`")

@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from devsy.agent.errors import AgentError
-from devsy.devcontainer.session_env import agent_session_env, workspace_session_env
+from devsy.devcontainer.session_env import SessionEnv, agent_session_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, open_workspace
+from devsy.workspace.paths import WorkspacePaths
 from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled
 from devsy.progress import Progress
 from devsy.redaction import RedactingWriter, configured_secrets
 from devsy.ssh import terminal
 from devsy.ssh.client import PtyRequest, SessionEnd, SessionRequest, open_session, pump_until_end, write_all
-from devsy.ssh.connection import AgentPath, lost_session_error, open_agent_connection, raise_for_tunnel, server_args
+from devsy.ssh.connection import (AgentPath, exec_session_tunnel, lost_session_error, open_agent_connection,
+                                  raise_for_tunnel, server_args)
 from devsy.ssh.tunnel import AgentTunnel
 
 
@@ -75,6 +77,8 @@ def _proxy(ws: OpenWorkspace, agent: AgentPath, streams: SshStreams, diagnostics
         raise AgentError("`devsy ssh --stdio` needs a standard input", hint="it is meant as OpenSSH's ProxyCommand")
     # OpenSSH sends no remoteEnv: the agent gives it to every session of this connection (agent/guest/process.py).
     remote = workspace_session_env(ws.record, ws.paths, lambda: ws.driver)
+    if agent.exec_sessions():
+        return _proxy_exec_sessions(ws, streams, remote, cancel)
     tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=streams.stdin.fileno(),
                          write_output=lambda data: write_all(streams.stdout_fd, data), stderr=diagnostics,
                          cancel=cancel, redeliver=agent.redeliver, env=agent_session_env(remote))
@@ -84,13 +88,23 @@ def _proxy(ws: OpenWorkspace, agent: AgentPath, streams: SshStreams, diagnostics
     return tunnel.result.exit_code
 
 
+def _proxy_exec_sessions(ws: OpenWorkspace, streams: SshStreams, remote: SessionEnv, cancel: CancelToken) -> int:
+    """The stdio proxy of a workspace with exec sessions: the SSH server itself runs here, on our stdin/stdout."""
+    assert streams.stdin is not None  # checked by _proxy
+    tunnel = exec_session_tunnel(ws, read_fd=streams.stdin.fileno(), write_fd=streams.stdout_fd, cancel=cancel,
+                                 base_env=remote)
+    tunnel.run()
+    raise_for_tunnel(tunnel, ws.record.id)
+    return 0
+
+
 def _session(ws: OpenWorkspace, agent: AgentPath, options: SshOptions, streams: SshStreams, diagnostics: BinaryIO,
              cancel: CancelToken) -> int:
     connection = open_agent_connection(ws, agent, options.user or ws.record.remote_user or "root",
                                        stderr=diagnostics, cancel=cancel)
     end = None
     try:
-        end = _run_channel(connection.transport, options, streams, cancel)
+        end = _run_channel(connection.transport, options, streams, cancel, ws.paths)
     finally:
         # Cancelled or failed: the driver is killing the agent's tree; wait (bounded) until that is done.
         connection.close(wait_for_tunnel=end is None)
@@ -101,11 +115,12 @@ def _session(ws: OpenWorkspace, agent: AgentPath, options: SshOptions, streams: 
     return end.process_exit_code()
 
 
-def _run_channel(transport: object, options: SshOptions, streams: SshStreams, cancel: CancelToken) -> SessionEnd | None:
+def _run_channel(transport: object, options: SshOptions, streams: SshStreams, cancel: CancelToken,
+                 paths: WorkspacePaths) -> SessionEnd | None:
     with contextlib.ExitStack() as stack:
         pty = None
         stdin_fd = streams.stdin.fileno() if streams.stdin is not None else None
-        if terminal.wants_terminal(stdin_fd, options.command, options.tty):
+        if terminal.session_terminal(stdin_fd, options.command, options.tty, paths):
             fd: int = stdin_fd  # type: ignore[assignment]  # not None: wants_terminal checked
             stack.enter_context(terminal.raw_mode(fd))  # first, so what the user types from now on is kept
             columns, rows = terminal.size(fd)

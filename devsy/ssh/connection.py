@@ -12,17 +12,22 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from devsy.agent.errors import AgentError, AgentUnsupported
 from devsy.agent.guest.pipe_socket import PipeSocket
-from devsy.agent.install import install_agent, read_note
+from devsy.agent.install import install_agent, install_agent_or_exec_sessions
+from devsy.agent.note import read_note
 from devsy.workspace.operations import OpenWorkspace
 from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled, DevsyError
 from devsy.progress import Progress
 from devsy.ssh.client import connect
 from devsy.ssh.tunnel import AgentTunnel
+
+if TYPE_CHECKING:
+    from devsy.devcontainer.session_env import SessionEnv
+    from devsy.ssh.exec_sessions import ExecSessionTunnel
 from devsy.workspace.lock import read_holder
 
 AGENT_LOG_ENV = "DEVSY_AGENT_LOG"
@@ -35,12 +40,21 @@ _SETTLE_CHECKS, _SETTLE_PAUSE_S = 8, 0.25  # up to 2 s for the engine to report 
 
 
 class AgentPath:
-    """Where the agent is in the guest: from the note `devsy up` wrote, delivered again when it is missing."""
+    """Where the agent is in the guest: from the note `devsy up` wrote, delivered again when it is missing; or that
+    the guest cannot run it, and its sessions are exec sessions (devsy/ssh/exec_sessions.py)."""
 
     def __init__(self, ws: OpenWorkspace, progress: Progress, cancel: CancelToken) -> None:
         self._ws, self._progress, self._cancel = ws, progress, cancel
-        note = read_note(ws.paths)
-        self.guest_path = note.guest_path if note is not None else ""
+        self._note = read_note(ws.paths)
+        self.guest_path = self._note.guest_path if self._note is not None else ""
+
+    def exec_sessions(self) -> bool:
+        """Whether sessions are exec sessions; without a note, the agent is delivered now (or found unable to run)."""
+        if self._note is None:
+            self._note = install_agent_or_exec_sessions(self._ws.driver, self._ws.record.id, self._ws.paths,
+                                                        self._progress, cancel=self._cancel)
+            self.guest_path = self._note.guest_path
+        return self._note.exec_sessions
 
     def get(self) -> str:
         return self.guest_path or self.redeliver()
@@ -62,7 +76,7 @@ def server_args(ws: OpenWorkspace) -> list[str]:
 @dataclass
 class AgentConnection:
     transport: Any  # paramiko Transport, authenticated
-    tunnel: AgentTunnel
+    tunnel: AgentTunnel | ExecSessionTunnel
     _sock: socket.socket
     ended: threading.Event  # set when the agent's exec has ended
 
@@ -97,9 +111,14 @@ def open_agent_connection(ws: OpenWorkspace, agent: AgentPath, user: str, *, std
         ended.set()
         on_end()
 
-    tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=theirs.fileno(),
-                         write_output=theirs.sendall, on_end=tunnel_ended, stderr=stderr, cancel=cancel,
-                         redeliver=agent.redeliver)
+    tunnel: AgentTunnel | ExecSessionTunnel
+    if agent.exec_sessions():
+        tunnel = exec_session_tunnel(ws, read_fd=theirs.fileno(), write_fd=theirs.fileno(), cancel=cancel,
+                                     on_end=tunnel_ended)
+    else:
+        tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=theirs.fileno(),
+                             write_output=theirs.sendall, on_end=tunnel_ended, stderr=stderr, cancel=cancel,
+                             redeliver=agent.redeliver)
     tunnel.start()  # the agent starts in the guest while we import paramiko here
     try:
         stream = PipeSocket(ours.fileno(), ours.fileno(), on_close=lambda: shutdown(ours))
@@ -115,7 +134,18 @@ def open_agent_connection(ws: OpenWorkspace, agent: AgentPath, user: str, *, std
     return AgentConnection(transport, tunnel, ours, ended)
 
 
-def raise_for_tunnel(tunnel: AgentTunnel, workspace_id: str) -> None:
+def exec_session_tunnel(ws: OpenWorkspace, *, read_fd: int, write_fd: int, cancel: CancelToken,
+                        base_env: SessionEnv | None = None, on_end: Callable[[], None] = lambda: None,
+                        ) -> ExecSessionTunnel:
+    """The host-side SSH server of a workspace with exec sessions; its host key is kept in the workspace's folder."""
+    from devsy.ssh.exec_sessions import ExecSessionTunnel  # paramiko's server side: only this path needs it
+
+    return ExecSessionTunnel(ws.driver, ws.record.id, read_fd=read_fd, write_fd=write_fd,
+                             host_key_dir=str(ws.paths.root), workdir=ws.record.workspace_folder, cancel=cancel,
+                             base_env=base_env, on_end=on_end)
+
+
+def raise_for_tunnel(tunnel: AgentTunnel | ExecSessionTunnel, workspace_id: str) -> None:
     """Turn how the agent's exec ended into the error a user can act on (nothing to do when it ended cleanly)."""
     if tunnel.cancel.is_cancelled():
         raise Cancelled("cancelled", hint="the command's processes in the workspace were stopped")

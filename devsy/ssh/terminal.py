@@ -9,11 +9,27 @@ import termios
 import tty
 from collections.abc import Callable, Iterator
 
+from devsy.agent.note import read_note
+from devsy.workspace.paths import WorkspacePaths
+
 
 def wants_terminal(stdin_fd: int | None, command: str | None, tty: bool) -> bool:
     """A terminal session (raw mode here, a pty in the guest): stdin is a terminal, and we run a shell or -t was
     given (as OpenSSH decides)."""
     return stdin_fd is not None and os.isatty(stdin_fd) and (command is None or tty)
+
+
+def session_terminal(stdin_fd: int | None, command: str | None, tty: bool, paths: WorkspacePaths) -> bool:
+    """wants_terminal, where the workspace can give one: exec sessions have none (devsy/ssh/exec_sessions.py), and
+    the session then runs on pipes, after a notice, as OpenSSH does when a pty is refused."""
+    if not wants_terminal(stdin_fd, command, tty):
+        return False
+    note = read_note(paths)
+    if note is None or not note.exec_sessions:
+        return True
+    os.write(2, f"devsy: workspace {paths.root.name} gives its sessions no terminal ({note.why}); this session runs "
+                "without one\r\n".encode("utf-8", "replace"))
+    return False
 
 
 def size(fd: int) -> tuple[int, int]:

@@ -117,8 +117,13 @@ class AgentServer(paramiko.ServerInterface):
             if channel.get_id() in self._pending or channel.get_id() in self._sessions:
                 return False  # one program per session channel (RFC 4254 6.5)
             spec.command = command
-            self._pending[channel.get_id()] = Session(channel, self.username, spec)
+            self._pending[channel.get_id()] = self.new_session(channel, spec)
         return True
+
+    def new_session(self, channel: Channel, spec: SessionSpec):
+        """The session that runs `spec` on `channel`: a process here (devsy's host-side server runs driver execs
+        instead, devsy/ssh/exec_sessions.py)."""
+        return Session(channel, self.username, spec)
 
     def start_pending(self, channel: Channel) -> None:
         with self._lock:

@@ -105,7 +105,8 @@ def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: d
                 with contextlib.closing(sock):
                     master = _Master(sock, pid, f"the SSH master of workspace {workspace_id} (pid {pid})")
                     return _session(master, signals, workspace_id, command=command, user=user, env=env,
-                                    stdin_fd=stdin_fd, interactive=terminal.wants_terminal(stdin_fd, command, tty))
+                                    stdin_fd=stdin_fd, interactive=terminal.session_terminal(
+                                        stdin_fd, command, tty, workspace_paths(home, workspace_id)))
             except errors.Cancelled:
                 if signals.received:  # cancelled while a master was starting: it was stopped
                     return 128 + signals.received[0]

@@ -1,0 +1,54 @@
+"""The agent note, `<workspace dir>/agent.json` (devsy's own folder, removed with the workspace): where `devsy up`
+put the agent in the guest, so `devsy ssh` starts it without building, hashing or checking anything first; or that
+the guest cannot run it. Kept apart from install.py so the SSH fast path can read it without importing the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from devsy.workspace.fsdirs import write_atomic
+from devsy.workspace.paths import WorkspacePaths
+
+NOTE_NAME = "agent.json"
+# How a workspace's SSH sessions are served (`devsy status` says which): by the agent in the guest, or, where the
+# guest cannot run it (no python3 >= 3.9), by devsy on the host with each session a driver exec
+# (devsy/ssh/exec_sessions.py).
+SESSIONS_AGENT = "agent"
+SESSIONS_EXEC = "exec"
+
+
+@dataclass(frozen=True)
+class AgentNote:
+    guest_path: str
+    sha256: str
+    python: str = ""
+    sessions: str = SESSIONS_AGENT
+    why: str = ""  # for exec sessions: why the agent cannot run in the guest
+
+    @property
+    def exec_sessions(self) -> bool:
+        return self.sessions == SESSIONS_EXEC
+
+
+def note_path(paths: WorkspacePaths) -> Path:
+    return paths.root / NOTE_NAME
+
+
+def read_note(paths: WorkspacePaths) -> AgentNote | None:
+    try:
+        data = json.loads(note_path(paths).read_text())
+        sessions = str(data.get("sessions", SESSIONS_AGENT))
+        return AgentNote(guest_path=str(data["guest_path"]), sha256=str(data["sha256"]),
+                         python=str(data.get("python", "")),
+                         sessions=sessions if sessions in (SESSIONS_AGENT, SESSIONS_EXEC) else SESSIONS_AGENT,
+                         why=str(data.get("why", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # never written, or unreadable: the agent is simply delivered again
+
+
+def write_note(paths: WorkspacePaths, note: AgentNote) -> None:
+    paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(note_path(paths), json.dumps(asdict(note), sort_keys=True))

@@ -1,0 +1,282 @@
+"""Exec sessions: `devsy ssh` in a guest that cannot run the agent (no python3), served by an SSH server on the host.
+
+The host runs the agent's own SSH server (devsy/agent/guest/server.py) on its end of the stream, and each session
+channel becomes one driver exec of the user's shell in the guest. So the guest needs a POSIX shell and the command,
+nothing else; every devsy SSH client (devsy ssh, the SSH master, OpenSSH through ProxyCommand) is unchanged.
+
+What only a process beside the session in the guest can do is not offered on this path, and is refused rather than
+faked: a terminal (a driver exec has none; OpenSSH says "PTY allocation request failed" and goes on without one),
+signals other than KILL (the driver can only kill a command's whole tree, which is what a cancelled `devsy ssh`
+asks for), and port forwarding (the agent path has none either).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import select
+import threading
+from typing import Any
+
+from devsy.agent.guest.channel_requests import send_exit_signal
+from devsy.agent.guest.fastimport import import_paramiko
+from devsy.agent.guest.hostkey import load_or_create
+from devsy.agent.guest.pipe_socket import PipeSocket
+from devsy.agent.guest.process import SessionSpec
+from devsy.agent.guest.server import AgentServer, _Transport
+from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, MAX_PACKET_SIZE, WINDOW_SIZE
+from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
+from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
+from devsy.errors import DevsyError
+
+paramiko = import_paramiko()
+log = logging.getLogger("devsy.ssh.exec_sessions")
+
+# How long the end of the connection waits for its sessions' execs to end (each is bounded by its driver: a
+# cancelled exec is killed and drained within the driver's own bounds).
+SESSIONS_JOIN_S = 20.0
+
+# The session's process, run by the driver as the session's user: the user's shell from /etc/passwd (as sshd starts
+# it), HOME/USER/LOGNAME/SHELL set, started in the workspace folder (else the home, else /). Arguments: user,
+# folder, "login" or "command", then the command. POSIX sh only: busybox ash and dash run it as bash does.
+_LAUNCH = r'''n=$1 w=$2 m=$3; shift 3
+h=/ s=/bin/sh
+if [ -r /etc/passwd ]; then
+  while IFS=: read -r pn _ pi _ _ ph ps; do
+    if [ "$pn" = "$n" ] || [ "$pi" = "$n" ]; then n=$pn h=${ph:-/} s=${ps:-/bin/sh}; break; fi
+  done < /etc/passwd
+fi
+[ -x "$s" ] || s=/bin/sh
+export HOME="$h" USER="$n" LOGNAME="$n" SHELL="$s"
+cd "$w" 2>/dev/null || cd "$h" 2>/dev/null || cd /
+if [ "$m" = login ]; then exec "$s" -l; fi
+exec "$s" -c "$1"'''
+
+
+def session_argv(user: str, workdir: str, command: str | None) -> list[str]:
+    """The exec argv of one session: `command` (None: a login shell) through the user's shell."""
+    mode = ["login"] if command is None else ["command", command]
+    return ["/bin/sh", "-c", _LAUNCH, "devsy-session", user, workdir, *mode]
+
+
+def session_environment(base: SessionEnv, requested: dict[str, str]) -> SessionEnv:
+    """A session's env: `base` (the connection's remoteEnv, for OpenSSH) under the session's env requests, whose
+    UNSET_REQUEST names what to remove (see devsy/devcontainer/session_env.py)."""
+    explicit = {name: value for name, value in requested.items() if name != UNSET_REQUEST}
+    unset = [*base.unset, *(name for name in requested.get(UNSET_REQUEST, "").split("\n") if name)]
+    return SessionEnv(base.under(explicit), tuple(dict.fromkeys(n for n in unset if n not in explicit)))
+
+
+class ChannelInput(io.RawIOBase):
+    """The exec's stdin: the channel's data until its end of file; close() wakes a blocked read at once.
+
+    It has no fileno() (the channel's own descriptor only signals that data is buffered), so the driver reads through
+    read1() and can stop the copy by closing it.
+    """
+
+    def __init__(self, channel: Any) -> None:
+        super().__init__()
+        self._channel = channel
+        self._closing = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._wake_lock = threading.Lock()
+        self._wake_open = True
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = CHANNEL_READ_SIZE) -> bytes:
+        poller = select.poll()
+        poller.register(self._channel.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._closing.is_set():
+            ready = dict(poller.poll())
+            if self._closing.is_set():
+                break
+            if self._channel.fileno() in ready:
+                # Readable means data is buffered or the channel reached its end: recv() does not block.
+                return self._channel.recv(min(size if size > 0 else CHANNEL_READ_SIZE, CHANNEL_READ_SIZE))
+        return b""
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self._closing.is_set():
+            self._closing.set()
+            with self._wake_lock:
+                if self._wake_open:
+                    os.write(self._wake_w, b"!")
+        super().close()
+
+    def dispose(self) -> None:
+        """Release the wake pipe once the exec has returned (its stdin copy no longer reads)."""
+        self.close()
+        with self._wake_lock:
+            if self._wake_open:
+                self._wake_open = False
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+
+
+class ChannelOutput(io.RawIOBase):
+    """The exec's stdout or stderr: bytes go to the channel untouched; a closed channel is a broken pipe, which makes
+    the driver end the command instead of letting it write into nothing."""
+
+    def __init__(self, channel: Any, *, stderr: bool) -> None:
+        super().__init__()
+        self._send = channel.sendall_stderr if stderr else channel.sendall
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        try:
+            self._send(bytes(data))
+        except (OSError, EOFError) as exc:  # paramiko raises socket.error for a closed channel
+            raise BrokenPipeError(f"the session's channel is closed: {exc}") from exc
+        return len(data)
+
+
+class ExecSession:
+    """One session channel run as one driver exec (the interface AgentServer expects of a session)."""
+
+    def __init__(self, server: ExecSessionServer, channel: Any, username: str, spec: SessionSpec) -> None:
+        self.server, self.channel, self.username, self.spec = server, channel, username, spec
+        self.cancel = CancelToken()
+        self._thread = threading.Thread(target=self._run, name=f"exec-session-{channel.get_id()}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def resize(self, cols: int, rows: int, width_px: int, height_px: int) -> bool:
+        return False  # no terminal on this path (its pty request was refused)
+
+    def hangup(self) -> None:
+        """The client is gone: end the command's tree (sshd would hang up its process group)."""
+        self.cancel.cancel()
+
+    def deliver_signal(self, name: str) -> bool:
+        if name != "KILL":
+            return False  # a driver cannot name a signal; only the cancellation's tree kill is available
+        self.cancel.cancel()
+        return True
+
+    def _run(self) -> None:
+        env = session_environment(self.server.base_env, self.spec.env)
+        stdin = ChannelInput(self.channel)
+        request = ExecRequest(
+            argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command), env.unset),
+            stdin=stdin, owns_stdin=True,  # type: ignore[arg-type]
+            stdout=ChannelOutput(self.channel, stderr=False),  # type: ignore[arg-type]
+            stderr=ChannelOutput(self.channel, stderr=True),  # type: ignore[arg-type]
+            user=self.username, env=env.values, cancel=self.cancel)
+        try:
+            result = self.server.driver.exec(self.server.workspace_id, request)
+        except DevsyError as exc:
+            # No exit status: the client reports a lost session and asks the workspace's state why.
+            log.info("session %d: the exec failed: %s", self.channel.get_id(), exc.message)
+            self.channel.close()
+            return
+        finally:
+            stdin.dispose()
+        self._finish(result)
+
+    def _finish(self, result: ExecResult) -> None:
+        try:
+            if self.cancel.is_cancelled():
+                send_exit_signal(self.channel, "KILL")  # what the agent reports for a tree it killed
+            elif result.signal:
+                send_exit_signal(self.channel, result.signal.removeprefix("SIG"))
+            else:
+                self.channel.send_exit_status(result.exit_code)
+            self.channel.shutdown_write()
+            self.channel.close()
+        except (OSError, EOFError) as exc:
+            log.debug("could not report the exit status: %s", exc)
+
+
+class ExecSessionServer(AgentServer):
+    """The agent's SSH server, with sessions run as driver execs and no terminals."""
+
+    def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv) -> None:
+        super().__init__(workdir)
+        self.driver, self.workspace_id, self.base_env = driver, workspace_id, base_env
+        self._all: list[ExecSession] = []
+        self._all_lock = threading.Lock()
+
+    def check_channel_pty_request(self, channel: Any, term: Any, width: int, height: int, pixelwidth: int,
+                                  pixelheight: int, modes: Any) -> bool:
+        return False
+
+    def new_session(self, channel: Any, spec: SessionSpec) -> ExecSession:
+        session = ExecSession(self, channel, self.username, spec)
+        with self._all_lock:
+            self._all.append(session)
+        return session
+
+    def end_all(self, timeout: float) -> None:
+        """Kill every session's command tree and wait (bounded) until their execs have returned."""
+        with self._all_lock:
+            sessions = list(self._all)
+        for session in sessions:
+            session.cancel.cancel()
+        for session in sessions:
+            session.join(timeout)
+
+
+class ExecSessionTunnel:
+    """The host-side counterpart of AgentTunnel (devsy/ssh/tunnel.py): serves one SSH connection on `read_fd` /
+    `write_fd` in this process, with the same attributes the callers read (result, error, output_seen, cancel)."""
+
+    def __init__(self, driver: Driver, workspace_id: str, *, read_fd: int, write_fd: int, host_key_dir: str,
+                 workdir: str, cancel: CancelToken, base_env: SessionEnv | None = None,
+                 on_end: Any = lambda: None) -> None:
+        self.server = ExecSessionServer(driver, workspace_id, workdir, base_env or SessionEnv({}))
+        self._read_fd, self._write_fd, self._host_key_dir = read_fd, write_fd, host_key_dir
+        self.cancel, self.on_end = cancel, on_end
+        self.result: ExecResult | None = None
+        self.error: BaseException | None = None
+        self.output_seen = True  # nothing here can fail before speaking SSH the way a missing agent does
+        self._thread = threading.Thread(target=self.run, name="devsy-exec-sessions", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def run(self) -> None:
+        transport = None
+        unsubscribe = lambda: None  # noqa: E731
+        try:
+            stream = PipeSocket(self._read_fd, self._write_fd)
+            transport = _Transport(stream, default_window_size=WINDOW_SIZE, default_max_packet_size=MAX_PACKET_SIZE)
+            transport.add_server_key(load_or_create(self._host_key_dir))
+            unsubscribe = self.cancel.on_cancel(lambda: self.server.end_all(0.0))
+            try:
+                transport.start_server(server=self.server)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                log.debug("SSH handshake failed: %s", exc)  # the client went away before speaking, or was cancelled
+            else:
+                self.cancel.on_cancel(transport.close)
+                transport.join()  # until the client disconnects, the stream ends, or a cancellation closes it
+            self.result = ExecResult(0)
+        except BaseException as exc:  # reported by the caller after join(); a thread cannot raise to it
+            self.error = exc
+        finally:
+            unsubscribe()
+            self.server.end_all(SESSIONS_JOIN_S)  # nothing a session started outlives the connection
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+            self.on_end()

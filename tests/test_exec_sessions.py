@@ -1,0 +1,121 @@
+"""Exec sessions (devsy/ssh/exec_sessions.py): `devsy ssh` and `ssh <id>.devsy` in an image with no python3, on the
+real engine through the real CLI and the real OpenSSH client. Guest processes are observed independently (docker
+exec, pid + start time + nonce), never by the absence of output."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import secrets
+import signal
+import subprocess
+
+import pytest
+
+from fixtures.process_observer import ProcessObserver
+from helpers.cli import DEVSY, HOST_NET, cli_env
+from helpers.projects import make_project
+from test_ssh_cancel import CANCEL_BOUND_S, _container, _readline
+
+MIB = 1 << 20
+SSH_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="session")
+def no_python_image(docker_client, guest_image: str) -> str:
+    """The guest image with python3 removed: every other tool the tests use (ps, pgrep, id, env) stays."""
+    tag = "devsy-test-nopython:" + hashlib.sha256(guest_image.encode()).hexdigest()[:12]
+    dockerfile = f"FROM {guest_image}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
+    return tag
+
+
+@pytest.fixture
+def exec_workspace(devsy, no_python_image: str, tmp_path) -> str:
+    ws_id = f"np-{secrets.token_hex(4)}"
+    devsy.created.add(ws_id)
+    config = {"image": no_python_image, "remoteUser": "dev", "containerEnv": {"GONE": "from-container"},
+              "remoteEnv": {"GONE": None, "GREETING": "hello from remoteEnv"}}
+    up = devsy.up(make_project(tmp_path / "no-python", config), "--id", ws_id, *HOST_NET)
+    assert up.json["workspace"]["ssh_path"] == "exec", up.text
+    assert "cannot run devsy's agent (the workspace has no python3)" in up.stderr.decode()
+    return ws_id
+
+
+def _openssh_command(devsy, ws_id: str, command: str, *options: str, input: bytes = b""):
+    return subprocess.run(["ssh", "-F", str(devsy.ssh_config), *options, f"{ws_id}.devsy", command], input=input,
+                          capture_output=True, timeout=SSH_TIMEOUT_S, env=cli_env(devsy))
+
+
+def test_status_names_the_path(devsy, exec_workspace, running_workspace):
+    status = devsy.run("status", exec_workspace, "--json").json["workspace"]
+    assert status["ssh_path"] == "exec"
+    human = devsy.run("status", exec_workspace).stdout.decode()
+    assert "ssh: exec sessions from the host" in human and "no python3" in human, human
+    agent = devsy.run("status", running_workspace, "--json").json["workspace"]
+    assert agent["ssh_path"] == "agent"  # an image with python3 keeps the agent
+    assert "ssh: devsy's agent in the guest" in devsy.run("status", running_workspace).stdout.decode()
+
+
+@pytest.mark.parametrize("mux", ["1", "0"], ids=["ssh-master", "own-connection"])
+def test_streams_are_exact(devsy, exec_workspace, mux):
+    env = {"DEVSY_SSH_MUX": mux}
+    data = bytes(range(256)) + b"\r\n\x00SSH-2.0-fake\r\n~.\x03\x04" + os.urandom(4 * MIB)
+    roundtrip = devsy.run("ssh", exec_workspace, "--command", "cat", input=data, extra_env=env)
+    assert roundtrip.returncode == 0, roundtrip.stderr[-2000:]
+    assert hashlib.sha256(roundtrip.stdout).digest() == hashlib.sha256(data).digest()
+    assert roundtrip.stderr == b""
+
+    split = devsy.run("ssh", exec_workspace, "--command", r"printf 'o\000ut'; printf 'e\000rr' >&2; exit 7",
+                      extra_env=env)
+    assert (split.returncode, split.stdout, split.stderr) == (7, b"o\x00ut", b"e\x00rr")
+
+    killed = devsy.run("ssh", exec_workspace, "--command", "kill -TERM $$", extra_env=env)
+    assert killed.returncode == 128 + signal.SIGTERM, killed.text
+
+
+def test_session_is_the_users_with_remote_env(devsy, exec_workspace):
+    command = 'echo "$(id -un) $HOME $USER $PWD ${GONE-unset} $GREETING"'
+    expected = b"dev /home/dev dev /workspaces/no-python unset hello from remoteEnv\n"
+    own = devsy.run("ssh", exec_workspace, "--command", command)
+    assert (own.returncode, own.stdout) == (0, expected), own.text
+    # OpenSSH sends no remoteEnv: the proxy's server gives it to every session, nulls included.
+    through_openssh = _openssh_command(devsy, exec_workspace, command)
+    assert (through_openssh.returncode, through_openssh.stdout) == (0, expected), through_openssh.stderr
+    root = devsy.run("ssh", exec_workspace, "--user", "root", "--command", 'echo "$(id -u) $HOME"')
+    assert root.stdout == b"0 /root\n", root.text
+    explicit = devsy.run("ssh", exec_workspace, "--env", "GONE=back", "--command", 'echo "$GONE"')
+    assert explicit.stdout == b"back\n", explicit.text  # --env wins over a remoteEnv null
+
+
+def test_openssh_client_streams_and_status(devsy, exec_workspace):
+    data = os.urandom(2 * MIB)
+    cat = _openssh_command(devsy, exec_workspace, "cat", input=data)
+    assert cat.returncode == 0, cat.stderr
+    assert hashlib.sha256(cat.stdout).digest() == hashlib.sha256(data).digest()
+    status = _openssh_command(devsy, exec_workspace, "echo out; echo err >&2; exit 42")
+    assert (status.returncode, status.stdout, status.stderr) == (42, b"out\n", b"err\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_cancel_kills_the_sessions_tree(devsy, exec_workspace, docker_client, signum):
+    observer = ProcessObserver.via_docker(_container(docker_client, exec_workspace).id)
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    # `; :` keeps the child shell (and the nonce in its argv) alive instead of letting it exec sleep.
+    command = f': {nonce}; sh -c "sleep 4242; :" {nonce} & echo "ready $$ $!"; wait'
+    proc = subprocess.Popen([*DEVSY, "ssh", exec_workspace, "--command", command], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
+    try:
+        line = _readline(proc.stdout)
+        match = re.fullmatch(rb"ready (\d+) (\d+)\n", line)
+        assert match, (line, proc.stderr.read() if proc.poll() is not None else b"")
+        tree = [observer.identify(int(match[1]), nonce), observer.identify(int(match[2]), nonce)]
+        proc.send_signal(signum)
+        assert proc.wait(timeout=CANCEL_BOUND_S) == 128 + signum
+        assert observer.wait_dead(tree, timeout=CANCEL_BOUND_S) == []
+    finally:
+        proc.kill()
+        proc.wait(timeout=CANCEL_BOUND_S)
+    assert devsy.run("ssh", exec_workspace, "--command", "echo still-running").stdout == b"still-running\n"
