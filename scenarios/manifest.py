@@ -81,6 +81,10 @@ MANIFEST = Manifest(
                      "unaltered and without stall; what devsy itself prints is still redacted"),
                 Case("openssh-client", "the real OpenSSH `ssh <ws>.devsy CMD` works through the written entry"),
                 Case("large-stream", "64 MiB each way, byte-exact; throughput recorded"),
+                # Issue 18: where the guest has no python3 devsy's agent cannot run; sessions are execs from the host.
+                Case("no-python-image", "on the images without python (Debian without python3; busybox only): "
+                     "binary-roundtrip, stderr-separate, exit-status and openssh-client hold; status says ssh_path "
+                     "exec there and agent on the python image"),
             ),
         ),
         Suite(
@@ -92,6 +96,8 @@ MANIFEST = Manifest(
                 Case("logs-stopped", "markers the workload printed (also while stopping) are returned after stop"),
                 Case("cancel-ready-tree", "SIGINT/SIGTERM to devsy ssh kill the guest command and its child within "
                      "10 s (observed); same instance and boot, next command works, content intact"),
+                Case("cancel-ready-tree-no-python", "cancel-ready-tree on the images without python (Debian "
+                     "without python3; busybox only), the child a shell"),
                 Case("cancel-blocked-stdin", "same, with the guest command blocked reading stdin the caller owns"),
             ),
         ),

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
 from harness import ssh_blocks
 from harness.backends import BackendInspector, BackendInstance
 from harness.case_context import CaseContext
@@ -25,6 +27,36 @@ MARKER = "/var/tmp/devsy-harness-marker"
 DEV_UID = 1000
 # The `record_figure` fixture: a named number the report keeps for the result id.
 FigureSink = Callable[[str, float], None]
+
+
+def no_python_images(case: CaseContext) -> tuple[str, ...]:
+    """The guest images without python (fixtures.guest_image NO_PYTHON_IMAGES: Debian without python3, busybox),
+    each ensured: built once per recipe key, like the default image the backend's probe ensures.
+
+    Where one cannot be built or imported here, the case is not runnable (a skip whose reason is the builder's
+    error, as a failed probe's is; the validator counts it against a required provider), never a pass."""
+    try:
+        from fixtures.guest_image import GUEST_IMAGES, NO_PYTHON_IMAGES, ensure_guest_image
+    except ImportError as exc:
+        pytest.skip(f"{case.provider.name} not runnable here: the no-python guest images need fixtures.guest_image "
+                    f"({exc})")
+    for tag in NO_PYTHON_IMAGES:
+        try:
+            ensure_guest_image(tag=tag, recipe=GUEST_IMAGES[tag], progress=lambda _line: None)
+        except Exception as exc:  # evidence, not a crash: the report says why the case could not run here
+            pytest.skip(f"{case.provider.name} not runnable here: the guest image {tag} could not be built:\n"
+                        f"  $ python -m fixtures.guest_image --image {tag} -> {type(exc).__name__}: {exc}")
+    return NO_PYTHON_IMAGES
+
+
+def ssh_path(devsy: DevsyHandle, workspace_id: str) -> str | None:
+    """What serves the workspace's SSH sessions per `devsy status --json`: "agent" (devsy's in-guest agent) or
+    "exec" (sessions served from the host, one exec each, where the guest has no python3); None when not said."""
+    result = devsy.run("status", workspace_id, "--json")
+    assert result.exit_code == 0, f"devsy status {workspace_id} exited {result.exit_code}: {result.stderr[-2000:]!r}"
+    workspace = json.loads(result.stdout).get("workspace") or {}
+    value = workspace.get("ssh_path")
+    return None if value is None else str(value)
 
 
 def write_config(folder: Path, config: dict[str, Any]) -> Path:

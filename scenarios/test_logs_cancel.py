@@ -27,7 +27,15 @@ from harness.case_context import CaseContext
 from harness.devsy_handle import DevsyHandle
 from harness.providers import Provider
 from scenarios.live_command import LiveCommand
-from scenarios.support import GUEST_IMAGE, FigureSink, local_source, only_instance, tree_digest, write_config
+from scenarios.support import (
+    GUEST_IMAGE,
+    FigureSink,
+    local_source,
+    no_python_images,
+    only_instance,
+    tree_digest,
+    write_config,
+)
 
 CANCEL_BOUND_S = 10.0
 LOGS_WAIT_S = 30.0
@@ -161,10 +169,10 @@ class CancelFixture:
     observer: ProcessObserver
 
 
-def _cancel_fixture(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector
-                    ) -> CancelFixture:
-    source = local_source(case)
-    wid = case.workspace_id()
+def _cancel_fixture(provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector, *,
+                    image: str = GUEST_IMAGE, name: str = "") -> CancelFixture:
+    source = local_source(case, name or "src", image=image)
+    wid = case.workspace_id(name)
     ws = devsy.up(source, wid).ws()
     devsy.sh(wid, f"printf kept > {ws.workspace_folder}/kept.txt")
     return CancelFixture(wid, ws.workspace_folder, source, _observer(provider, devsy, backend, wid))
@@ -199,24 +207,47 @@ def _assert_instance_kept(fixture: CancelFixture, devsy: DevsyHandle, backend: B
     assert tree_digest(fixture.source) == source_digest, "the workspace content changed"
 
 
-@case("logs-cancel/cancel-ready-tree")
-def test_cancel_ready_tree(
-    provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector, record_figure: FigureSink
-) -> None:
-    fixture = _cancel_fixture(provider, case, devsy, backend)
+# The child the cancelled shell waits for, carrying the nonce in its argv. Without python, a shell whose `-c` text
+# does not end in the sleep (so no shell execs it in place) and whose $0 is the nonce.
+PYTHON_CHILD = 'python3 -c "import time; time.sleep(4242)" {nonce}'
+SHELL_CHILD = "sh -c 'sleep 4242; :' {nonce}"
+
+
+def check_cancel_ready_tree(fixture: CancelFixture, devsy: DevsyHandle, backend: BackendInspector,
+                            record_figure: FigureSink, *, child: str = PYTHON_CHILD, prefix: str = "") -> None:
+    """SIGINT to devsy's group, then SIGTERM to devsy alone: each kills the guest shell and its child within 10 s,
+    and the instance, its boot and the content stay."""
     before, digest = _instance_state(devsy, backend, fixture.wid), tree_digest(fixture.source)
     # Ctrl-C in a terminal signals devsy's whole process group; `kill` (a supervisor) signals devsy alone.
     for signum, group in ((signal.SIGINT, True), (signal.SIGTERM, False)):
         nonce = f"nonce-{uuid.uuid4().hex}"
         # The nonce rides in argv (root may not read another user's environ): in the shell's `-c` text and as an
         # argument of its child.
-        command = f': {nonce}; python3 -c "import time; time.sleep(4242)" {nonce} & echo "ready {nonce} $$ $!"; wait'
+        command = f': {nonce}; {child.format(nonce=nonce)} & echo "ready {nonce} $$ $!"; wait'
         with LiveCommand(devsy, "ssh", fixture.wid, "--command", command) as live:
-            shell, child = _parse_ready(live.read_line(), nonce, 2)
-            tree = [fixture.observer.identify(shell, nonce), fixture.observer.identify(child, nonce)]
+            shell, kid = _parse_ready(live.read_line(), nonce, 2)
+            tree = [fixture.observer.identify(shell, nonce), fixture.observer.identify(kid, nonce)]
             _cancel(live, fixture.observer, tree, signum, group=group, record_figure=record_figure,
-                    label=f"ssh_{signal.Signals(signum).name.lower()}")
+                    label=f"{prefix}ssh_{signal.Signals(signum).name.lower()}")
         _assert_instance_kept(fixture, devsy, backend, before, digest)
+
+
+@case("logs-cancel/cancel-ready-tree")
+def test_cancel_ready_tree(
+    provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector, record_figure: FigureSink
+) -> None:
+    check_cancel_ready_tree(_cancel_fixture(provider, case, devsy, backend), devsy, backend, record_figure)
+
+
+@case("logs-cancel/cancel-ready-tree-no-python")
+def test_cancel_ready_tree_no_python(
+    provider: Provider, case: CaseContext, devsy: DevsyHandle, backend: BackendInspector, record_figure: FigureSink
+) -> None:
+    for image in no_python_images(case):  # not runnable (with the builder's evidence) when one cannot be had here
+        name = image.split(":")[0].removeprefix("devsy-guest-")
+        fixture = _cancel_fixture(provider, case, devsy, backend, image=image, name=name)
+        check_cancel_ready_tree(fixture, devsy, backend, record_figure, child=SHELL_CHILD, prefix=f"{name}_")
+        devsy.delete(fixture.wid).expect_success()  # one workspace at a time: the next image's up starts clean
 
 
 @case("logs-cancel/cancel-blocked-stdin")

@@ -1,7 +1,9 @@
 """ssh-streams: `devsy ssh` carries stdin, stdout, stderr and the exit status byte for byte (CATALOGUE.md).
 
 Every case brings up its own image-only workspace and speaks to it only through the devsy CLI and, for
-openssh-client, the real OpenSSH client through the entry `devsy up` wrote.
+openssh-client, the real OpenSSH client through the entry `devsy up` wrote. The checks are functions
+(`check_*`) so no-python-image runs the same ones on the images without python, where devsy's SSH sessions are
+execs served from the host (issue 18) instead of the in-guest agent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from harness.commands import CompletedCommand, run_bounded
 from harness.devsy_handle import DevsyHandle
 from harness.providers import Provider
 from scenarios.live_command import LiveCommand
-from scenarios.support import FigureSink, local_source, only_instance
+from scenarios.support import FigureSink, local_source, no_python_images, only_instance, ssh_path
 
 MIB = 1 << 20
 LARGE = 64 * MIB
@@ -47,9 +49,8 @@ def _mb_per_s(size: int, seconds: float) -> float:
     return round(size / 1e6 / seconds, 1)
 
 
-@case("ssh-streams/binary-roundtrip")
-def test_binary_roundtrip(provider: Provider, case: CaseContext, devsy: DevsyHandle, record_figure: FigureSink) -> None:
-    wid = _running(case, devsy)
+def check_binary_roundtrip(devsy: DevsyHandle, wid: str, record_figure: FigureSink, prefix: str = "") -> None:
+    """1 MiB through `devsy ssh --command cat`, byte-exact; its size, digest and time are recorded."""
     # Every byte value, CR/LF pairs, NULs and what looks like an SSH banner, then random bytes: 1 MiB in all.
     head = bytes(range(256)) + b"\r\n\n\r\x00\x00SSH-2.0-fake\r\n~.\x03\x04"
     data = head + os.urandom(MIB - len(head))
@@ -60,14 +61,13 @@ def test_binary_roundtrip(provider: Provider, case: CaseContext, devsy: DevsyHan
     assert len(result.stdout) == len(data), f"{len(data)} bytes in, {len(result.stdout)} out"
     assert _sha(result.stdout) == _sha(data), "the bytes that came back differ from the bytes sent"
     assert result.stderr == b"", f"unexpected stderr: {result.stderr[-2000:]!r}"
-    record_figure("roundtrip_bytes", len(data))
-    record_figure("roundtrip_sha256", _sha(data))
-    record_figure("roundtrip_seconds", round(result.duration, 3))
+    record_figure(f"{prefix}roundtrip_bytes", len(data))
+    record_figure(f"{prefix}roundtrip_sha256", _sha(data))
+    record_figure(f"{prefix}roundtrip_seconds", round(result.duration, 3))
 
 
-@case("ssh-streams/stderr-separate")
-def test_stderr_separate(provider: Provider, case: CaseContext, devsy: DevsyHandle) -> None:
-    wid = _running(case, devsy)
+def check_stderr_separate(devsy: DevsyHandle, wid: str) -> None:
+    """stderr without a trailing newline arrives exactly and on stderr only, through ssh and exec."""
     command = r"printf 'out\000put'; printf 'e\000rr-no-newline' >&2; printf ' more-out'"
 
     result = _ssh(devsy, wid, command)
@@ -80,16 +80,53 @@ def test_stderr_separate(provider: Provider, case: CaseContext, devsy: DevsyHand
     assert (exec_result.stdout, exec_result.stderr) == (b"out\x00put more-out", b"e\x00rr-no-newline")
 
 
-@case("ssh-streams/exit-status")
-def test_exit_status(provider: Provider, case: CaseContext, devsy: DevsyHandle) -> None:
-    wid = _running(case, devsy)
-
+def check_exit_status(devsy: DevsyHandle, wid: str) -> None:
+    """The guest command's own status (and 128+n for a signal) is devsy's exit status."""
     assert _ssh(devsy, wid, "exit 23").exit_code == 23
     assert _ssh(devsy, wid, "true").exit_code == 0
     assert _ssh(devsy, wid, "sh -c 'exit 1'; exit 0").exit_code == 0, "the status is the command's, not a child's"
     # Killed by a signal: 128 + the signal's number, as a shell reports it.
     assert _ssh(devsy, wid, "kill -TERM $$").exit_code == 128 + 15
     assert devsy.exec(wid, ["/bin/sh", "-c", "exit 23"]).exit_code == 23
+
+
+def check_openssh_client(devsy: DevsyHandle, wid: str) -> None:
+    """The real OpenSSH client through the entry `devsy up` wrote: user, folder, bytes, stderr and status."""
+    host = f"{wid}.devsy"
+    # A "secret" that is the agent's SSH banner: any filter on the ProxyCommand stream would break the handshake.
+    env = devsy.env({"DEVSY_REDACT": "SSH-2.0-paramiko"})
+
+    def openssh(command: str, input_bytes: bytes | None = None) -> CompletedCommand:
+        argv = ["ssh", "-F", str(devsy.ssh_config), "-o", "BatchMode=yes", host, command]
+        completed = run_bounded(argv, timeout=devsy.deadline.timeout("ssh", 120), env=env, input_bytes=input_bytes)
+        devsy.log.add(completed.record(note="OpenSSH client through the written entry"))
+        return completed
+
+    hello = openssh("echo hi; id -un; pwd")
+    ws = devsy.status(wid).ws()
+    assert (hello.exit_code, hello.stdout) == (0, f"hi\ndev\n{ws.workspace_folder}\n".encode()), hello.stderr
+    assert hello.stderr == b"", f"OpenSSH printed warnings or prompts: {hello.stderr!r}"
+
+    data = os.urandom(256 * 1024)
+    piped = openssh("sha256sum; printf 'to-stderr' >&2; exit 9", input_bytes=data)
+    assert piped.exit_code == 9, piped.stderr
+    assert piped.stdout.split()[0].decode() == _sha(data), "bytes through OpenSSH arrived altered"
+    assert piped.stderr == b"to-stderr"
+
+
+@case("ssh-streams/binary-roundtrip")
+def test_binary_roundtrip(provider: Provider, case: CaseContext, devsy: DevsyHandle, record_figure: FigureSink) -> None:
+    check_binary_roundtrip(devsy, _running(case, devsy), record_figure)
+
+
+@case("ssh-streams/stderr-separate")
+def test_stderr_separate(provider: Provider, case: CaseContext, devsy: DevsyHandle) -> None:
+    check_stderr_separate(devsy, _running(case, devsy))
+
+
+@case("ssh-streams/exit-status")
+def test_exit_status(provider: Provider, case: CaseContext, devsy: DevsyHandle) -> None:
+    check_exit_status(devsy, _running(case, devsy))
 
 
 @case("ssh-streams/redaction-boundary")
@@ -126,27 +163,27 @@ def test_redaction_boundary(provider: Provider, case: CaseContext, devsy: DevsyH
 
 @case("ssh-streams/openssh-client")
 def test_openssh_client(provider: Provider, case: CaseContext, devsy: DevsyHandle) -> None:
-    wid = _running(case, devsy)
-    host = f"{wid}.devsy"
-    # A "secret" that is the agent's SSH banner: any filter on the ProxyCommand stream would break the handshake.
-    env = devsy.env({"DEVSY_REDACT": "SSH-2.0-paramiko"})
+    check_openssh_client(devsy, _running(case, devsy))
 
-    def openssh(command: str, input_bytes: bytes | None = None) -> CompletedCommand:
-        argv = ["ssh", "-F", str(devsy.ssh_config), "-o", "BatchMode=yes", host, command]
-        completed = run_bounded(argv, timeout=devsy.deadline.timeout("ssh", 120), env=env, input_bytes=input_bytes)
-        devsy.log.add(completed.record(note="OpenSSH client through the written entry"))
-        return completed
 
-    hello = openssh("echo hi; id -un; pwd")
-    ws = devsy.status(wid).ws()
-    assert (hello.exit_code, hello.stdout) == (0, f"hi\ndev\n{ws.workspace_folder}\n".encode()), hello.stderr
-    assert hello.stderr == b"", f"OpenSSH printed warnings or prompts: {hello.stderr!r}"
-
-    data = os.urandom(256 * 1024)
-    piped = openssh("sha256sum; printf 'to-stderr' >&2; exit 9", input_bytes=data)
-    assert piped.exit_code == 9, piped.stderr
-    assert piped.stdout.split()[0].decode() == _sha(data), "bytes through OpenSSH arrived altered"
-    assert piped.stderr == b"to-stderr"
+@case("ssh-streams/no-python-image")
+def test_no_python_image(provider: Provider, case: CaseContext, devsy: DevsyHandle, record_figure: FigureSink
+                         ) -> None:
+    images = no_python_images(case)  # not runnable (with the builder's evidence) when one cannot be had here
+    # The contrast: the default image runs devsy's agent, so its sessions are the agent's.
+    control = _running(case, devsy)
+    assert ssh_path(devsy, control) == "agent", f"{control} (the python image) is not served by the agent"
+    devsy.delete(control).expect_success()
+    for image in images:
+        name = image.split(":")[0].removeprefix("devsy-guest-")
+        wid = case.workspace_id(name)
+        devsy.up(local_source(case, name, image=image), wid).ws()
+        assert ssh_path(devsy, wid) == "exec", f"{wid} ({image}, no python) is not served by exec sessions"
+        check_binary_roundtrip(devsy, wid, record_figure, prefix=f"{name}_")
+        check_stderr_separate(devsy, wid)
+        check_exit_status(devsy, wid)
+        check_openssh_client(devsy, wid)
+        devsy.delete(wid).expect_success()  # one workspace at a time: the next image's up starts clean
 
 
 @case("ssh-streams/large-stream")
