@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devsy.agent.lock import DEFAULT_LOCK
 from fixtures.artifact_server import ArtifactServer
 from harness import case
 from harness.case_context import CaseContext
@@ -173,15 +174,35 @@ def test_offline_delivery(provider: Provider, case: CaseContext, devsy: DevsyHan
         assert [e["sha256"] for e in delivered] == [sha], f"devsy delivered something else: {delivered}"
         assert index.counts() == {}, f"devsy asked the package index for something: {index.counts()}"
         assert sorted(p.name for p in empty_cache.iterdir()) == [], "devsy built or downloaded into its cache"
-        # The trap is live: without DEVSY_AGENT_BINARY a build in this environment must ask the index (and fail).
+        # Without DEVSY_AGENT_BINARY the same environment still needs no index: the build reads the wheels installed
+        # with devsy (devsy/agent/_wheels, setup.py), producing the very agent the normal build did.
         control_cache = case.workdir / "control-cache"
         control = run_bounded([sys.executable, "-m", "devsy.agent.build"],
                               env=devsy.env({**offline_env, "DEVSY_CACHE_DIR": str(control_cache)}),
-                              timeout=case.deadline.timeout("the control build", 120))
+                              timeout=case.deadline.timeout("the control build", 600))
         devsy.log.add(control.record(note="control: a build without DEVSY_AGENT_BINARY, same offline environment"))
-        assert control.exit_code != 0 and sum(index.counts().values()) > 0, \
-            f"the control build did not reach the counting index (exit {control.exit_code}, {index.counts()})"
-        record_figure("control_index_requests", sum(index.counts().values()))
+        after_build = index.counts()
+        assert control.exit_code == 0 and after_build == {}, \
+            f"a build without DEVSY_AGENT_BINARY needed the package index (exit {control.exit_code}, requests " \
+            f"{after_build}): the agent's wheels are not in devsy's installed package data; install devsy " \
+            f"with pip (`pip install -e .` runs setup.py's build_agent_wheels). stderr: {control.stderr[-2000:]!r}"
+        assert b"downloading them once with pip" not in control.stderr, control.stderr[-2000:]
+        assert "wheels" not in {p.name for p in control_cache.iterdir()}, "the build downloaded wheels into its cache"
+        rebuilt = Path(control.stdout.decode().strip().splitlines()[-1])
+        assert _sha(rebuilt) == _sha(built), "the offline build differs from the normal one (or devsy's guest " \
+            "sources were edited during the case; rerun on a stable tree)"
+        # The zero is a measurement, not a dead trap: pip asked for a pinned agent wheel in this environment reaches
+        # the counting index (and fails), so any download the build had attempted would have been counted.
+        probe = run_bounded([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                             "--dest", str(case.workdir / "probe-dest"), DEFAULT_LOCK.common[0]],
+                            env=devsy.env({**offline_env, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}),
+                            timeout=case.deadline.timeout("the index probe", 120))
+        devsy.log.add(probe.record(note="probe: pip download of a pinned agent wheel, same offline environment"))
+        assert probe.exit_code != 0 and sum(index.counts().values()) > 0, \
+            f"pip in the offline environment did not reach the counting index (exit {probe.exit_code}, " \
+            f"{index.counts()}), so zero requests above proves nothing"
+        record_figure("control_index_requests", sum(after_build.values()))
+        record_figure("probe_index_requests", sum(index.counts().values()))
     record_figure("offline_agent_sha256", sha)
 
 
