@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from devsy.agent.wheels import cache_root
+from devsy.agent.build import host_arch
+from devsy.agent.wheels import PACKAGED_DIR, packaged_wheels
 from helpers.cli import DEVSY, HOST_NET, DevsyCli
 from helpers.projects import make_project
 
@@ -56,10 +57,13 @@ def user_cli(user_dir: Path, docker_client) -> DevsyCli:
     if probe.returncode != 0:
         pytest.skip(f"this host's Python cannot be run by a non-root user (ci/bootstrap.sh makes it so): "
                     f"{probe.stderr.decode()[-300:]}")
+    # The user's first up builds the agent from the wheels installed with devsy (world-readable package data), so
+    # it downloads nothing (no network here) and needs nothing from root's cache.
+    assert packaged_wheels(host_arch()) is not None, \
+        f"devsy's package has no agent wheels in {PACKAGED_DIR}: install devsy with pip (`pip install -e .`)"
     base = user_dir / "host-user"
     base.mkdir()
-    # The agent's wheels from this host's cache, so the user's first up downloads nothing (no network here).
-    shutil.copytree(cache_root() / "wheels", base / "cache" / "wheels")
+    (base / "cache").mkdir()  # empty: the user's own
     (base / "home").mkdir()
     _chown_tree(base)
     return DevsyCli(home=base / "home" / ".devsy", ssh_config=base / "home" / "ssh_config",
@@ -99,6 +103,8 @@ def test_remote_user_gets_the_host_users_ids(user_cli: DevsyCli, ws_id: str, gue
     try:
         first = _up(user_cli, project, ws_id)
         assert b"updateRemoteUserUID" in first.stderr
+        # The non-root user's agent build read the installed wheels: no fallback download into its cache.
+        assert not (Path(user_cli.env["DEVSY_CACHE_DIR"]) / "wheels").exists(), first.stderr.decode()[-2000:]
         assert _ids(docker_client, ws_id) == f"{HOST_UID}\n{HOST_GID}\n"
         made = _run(user_cli, "exec", ws_id, "--", "sh", "-c", "touch by-dev && mkdir dir-by-dev && id -u")
         assert made.returncode == 0, made.stderr
