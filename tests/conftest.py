@@ -5,6 +5,8 @@ Importable helpers (the CLI runner, projects, engine objects) are in tests/helpe
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import secrets
 from collections.abc import Iterator
@@ -94,3 +96,24 @@ def running_workspace(devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: P
     return ws_id
 
 
+@pytest.fixture(scope="session")
+def no_python_image(docker_client, guest_image: str) -> str:
+    """The guest image with python3 removed: every other tool the tests use (ps, pgrep, id, env) stays."""
+    tag = "devsy-test-nopython:" + hashlib.sha256(guest_image.encode()).hexdigest()[:12]
+    dockerfile = f"FROM {guest_image}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
+    return tag
+
+
+@pytest.fixture
+def exec_workspace(devsy, no_python_image: str, tmp_path) -> str:
+    """A running workspace of the image without python3 (so its sessions are exec sessions), with `dev` as its user,
+    a containerEnv that remoteEnv unsets, and a remoteEnv value."""
+    ws_id = f"np-{secrets.token_hex(4)}"
+    devsy.created.add(ws_id)
+    config = {"image": no_python_image, "remoteUser": "dev", "containerEnv": {"GONE": "from-container"},
+              "remoteEnv": {"GONE": None, "GREETING": "hello from remoteEnv"}}
+    up = devsy.up(make_project(tmp_path / "no-python", config), "--id", ws_id, *HOST_NET)
+    assert up.json["workspace"]["ssh_path"] == "exec", up.text
+    assert "cannot run devsy's agent (the workspace has no python3)" in up.stderr.decode()
+    return ws_id

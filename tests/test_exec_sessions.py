@@ -5,7 +5,6 @@ exec, pid + start time + nonce), never by the absence of output."""
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import secrets
@@ -15,33 +14,11 @@ import subprocess
 import pytest
 
 from fixtures.process_observer import ProcessObserver
-from helpers.cli import DEVSY, HOST_NET, cli_env
-from helpers.projects import make_project
+from helpers.cli import DEVSY, cli_env
 from test_ssh_cancel import CANCEL_BOUND_S, _container, _readline
 
 MIB = 1 << 20
 SSH_TIMEOUT_S = 120
-
-
-@pytest.fixture(scope="session")
-def no_python_image(docker_client, guest_image: str) -> str:
-    """The guest image with python3 removed: every other tool the tests use (ps, pgrep, id, env) stays."""
-    tag = "devsy-test-nopython:" + hashlib.sha256(guest_image.encode()).hexdigest()[:12]
-    dockerfile = f"FROM {guest_image}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n"
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
-    return tag
-
-
-@pytest.fixture
-def exec_workspace(devsy, no_python_image: str, tmp_path) -> str:
-    ws_id = f"np-{secrets.token_hex(4)}"
-    devsy.created.add(ws_id)
-    config = {"image": no_python_image, "remoteUser": "dev", "containerEnv": {"GONE": "from-container"},
-              "remoteEnv": {"GONE": None, "GREETING": "hello from remoteEnv"}}
-    up = devsy.up(make_project(tmp_path / "no-python", config), "--id", ws_id, *HOST_NET)
-    assert up.json["workspace"]["ssh_path"] == "exec", up.text
-    assert "cannot run devsy's agent (the workspace has no python3)" in up.stderr.decode()
-    return ws_id
 
 
 def _openssh_command(devsy, ws_id: str, command: str, *options: str, input: bytes = b""):

@@ -78,7 +78,7 @@ def _proxy(ws: OpenWorkspace, agent: AgentPath, streams: SshStreams, diagnostics
     # OpenSSH sends no remoteEnv: the agent gives it to every session of this connection (agent/guest/process.py).
     remote = workspace_session_env(ws.record, ws.paths, lambda: ws.driver)
     if agent.exec_sessions():
-        return _proxy_exec_sessions(ws, streams, remote, cancel)
+        return _proxy_exec_sessions(ws, streams, diagnostics, remote, cancel)
     tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=streams.stdin.fileno(),
                          write_output=lambda data: write_all(streams.stdout_fd, data), stderr=diagnostics,
                          cancel=cancel, redeliver=agent.redeliver, env=agent_session_env(remote))
@@ -88,11 +88,12 @@ def _proxy(ws: OpenWorkspace, agent: AgentPath, streams: SshStreams, diagnostics
     return tunnel.result.exit_code
 
 
-def _proxy_exec_sessions(ws: OpenWorkspace, streams: SshStreams, remote: SessionEnv, cancel: CancelToken) -> int:
+def _proxy_exec_sessions(ws: OpenWorkspace, streams: SshStreams, diagnostics: BinaryIO, remote: SessionEnv,
+                         cancel: CancelToken) -> int:
     """The stdio proxy of a workspace with exec sessions: the SSH server itself runs here, on our stdin/stdout."""
     assert streams.stdin is not None  # checked by _proxy
     tunnel = exec_session_tunnel(ws, read_fd=streams.stdin.fileno(), write_fd=streams.stdout_fd, cancel=cancel,
-                                 base_env=remote)
+                                 stderr=diagnostics, base_env=remote)
     tunnel.run()
     raise_for_tunnel(tunnel, ws.record.id)
     return 0

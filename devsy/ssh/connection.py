@@ -114,7 +114,7 @@ def open_agent_connection(ws: OpenWorkspace, agent: AgentPath, user: str, *, std
     tunnel: AgentTunnel | ExecSessionTunnel
     if agent.exec_sessions():
         tunnel = exec_session_tunnel(ws, read_fd=theirs.fileno(), write_fd=theirs.fileno(), cancel=cancel,
-                                     on_end=tunnel_ended)
+                                     stderr=stderr, on_end=tunnel_ended)
     else:
         tunnel = AgentTunnel(ws.driver, ws.record.id, agent.get(), server_args(ws), input_fd=theirs.fileno(),
                              write_output=theirs.sendall, on_end=tunnel_ended, stderr=stderr, cancel=cancel,
@@ -134,7 +134,7 @@ def open_agent_connection(ws: OpenWorkspace, agent: AgentPath, user: str, *, std
     return AgentConnection(transport, tunnel, ours, ended)
 
 
-def exec_session_tunnel(ws: OpenWorkspace, *, read_fd: int, write_fd: int, cancel: CancelToken,
+def exec_session_tunnel(ws: OpenWorkspace, *, read_fd: int, write_fd: int, cancel: CancelToken, stderr: BinaryIO,
                         base_env: SessionEnv | None = None, on_end: Callable[[], None] = lambda: None,
                         ) -> ExecSessionTunnel:
     """The host-side SSH server of a workspace with exec sessions; its host key is kept in the workspace's folder."""
@@ -142,7 +142,7 @@ def exec_session_tunnel(ws: OpenWorkspace, *, read_fd: int, write_fd: int, cance
 
     return ExecSessionTunnel(ws.driver, ws.record.id, read_fd=read_fd, write_fd=write_fd,
                              host_key_dir=str(ws.paths.root), workdir=ws.record.workspace_folder, cancel=cancel,
-                             base_env=base_env, on_end=on_end)
+                             stderr=stderr, base_env=base_env, on_end=on_end)
 
 
 def raise_for_tunnel(tunnel: AgentTunnel | ExecSessionTunnel, workspace_id: str) -> None:

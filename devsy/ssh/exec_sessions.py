@@ -6,8 +6,11 @@ nothing else; every devsy SSH client (devsy ssh, the SSH master, OpenSSH through
 
 What only a process beside the session in the guest can do is not offered on this path, and is refused rather than
 faked: a terminal (a driver exec has none; OpenSSH says "PTY allocation request failed" and goes on without one),
-signals other than KILL (the driver can only kill a command's whole tree, which is what a cancelled `devsy ssh`
-asks for), and port forwarding (the agent path has none either).
+and signals other than KILL (the driver can only kill a command's whole tree, which is what a cancelled `devsy ssh`
+asks for). Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest: bash's
+/dev/tcp, else `nc`. Unlike the agent's, a destination that refuses is not reported as the channel's open failure
+(the exec starts after the channel is confirmed): the channel closes at once and the connector's message goes to
+the tunnel's stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import logging
 import os
 import select
 import threading
-from typing import Any
+from typing import Any, BinaryIO
 
 from devsy.agent.guest.channel_requests import send_exit_signal
 from devsy.agent.guest.fastimport import import_paramiko
@@ -59,6 +62,25 @@ def session_argv(user: str, workdir: str, command: str | None) -> list[str]:
     """The exec argv of one session: `command` (None: a login shell) through the user's shell."""
     mode = ["login"] if command is None else ["command", command]
     return ["/bin/sh", "-c", _LAUNCH, "devsy-session", user, workdir, *mode]
+
+
+# The connector of a forwarded connection (arguments: host, port). bash's /dev/tcp first: Debian images have bash
+# (Essential) but no nc; busybox images have nc. The connection ends when the destination closes it (the copy
+# towards it is then stopped). bash cannot half-close a socket, so a client's end of input reaches the destination
+# only as the end of the connection: a protocol that waits for it before replying is not served through bash. (fd 4:
+# a background job's stdin is /dev/null unless it names another descriptor.)
+_CONNECT = r'''h=$1 p=$2
+if command -v bash >/dev/null 2>&1; then
+  exec bash -c 'exec 3<>"/dev/tcp/$0/$1" 4<&0 || exit 111; cat <&4 >&3 & w=$!; cat <&3; kill "$w" 2>/dev/null
+    exit 0' "$h" "$p"
+fi
+if command -v nc >/dev/null 2>&1; then exec nc "$h" "$p"; fi
+echo "the image has neither bash nor nc to connect to $h:$p" >&2
+exit 127'''
+
+
+def connect_argv(host: str, port: int) -> list[str]:
+    return ["/bin/sh", "-c", _CONNECT, "devsy-forward", host, str(port)]
 
 
 def session_environment(base: SessionEnv, requested: dict[str, str]) -> SessionEnv:
@@ -153,8 +175,14 @@ class ExecSession:
     def start(self) -> None:
         self._thread.start()
 
+    def active(self) -> bool:
+        """Not yet started, or running."""
+        return self._thread.ident is None or self._thread.is_alive()
+
     def join(self, timeout: float) -> bool:
-        self._thread.join(timeout)
+        """Whether it has ended (or never started), after waiting up to `timeout`."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
         return not self._thread.is_alive()
 
     def resize(self, cols: int, rows: int, width_px: int, height_px: int) -> bool:
@@ -204,14 +232,57 @@ class ExecSession:
             log.debug("could not report the exit status: %s", exc)
 
 
-class ExecSessionServer(AgentServer):
-    """The agent's SSH server, with sessions run as driver execs and no terminals."""
+class ExecForward:
+    """One forwarded connection (`ssh -L`): the channel is the stdin and stdout of a connector in the guest."""
 
-    def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv) -> None:
+    def __init__(self, server: ExecSessionServer, channel: Any, host: str, port: int) -> None:
+        self.server, self.channel, self.host, self.port = server, channel, host, port
+        self.cancel = CancelToken()
+        self._thread = threading.Thread(target=self._run, name=f"exec-forward-{channel.get_id()}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def active(self) -> bool:
+        """Not yet started, or running."""
+        return self._thread.ident is None or self._thread.is_alive()
+
+    def join(self, timeout: float) -> bool:
+        """Whether it has ended (or never started), after waiting up to `timeout`."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        stdin, errors = ChannelInput(self.channel), io.BytesIO()
+        request = ExecRequest(argv=connect_argv(self.host, self.port), stdin=stdin, owns_stdin=True,  # type: ignore
+                              stdout=ChannelOutput(self.channel, stderr=False), stderr=errors,  # type: ignore
+                              user=self.server.username, cancel=self.cancel)
+        try:
+            result = self.server.driver.exec(self.server.workspace_id, request)
+            if result.exit_code != 0 and not self.cancel.is_cancelled():
+                message = errors.getvalue().decode("utf-8", "replace").strip()[-300:] or f"exit {result.exit_code}"
+                self.server.report(f"the forwarded connection to {self.host}:{self.port} failed in the guest: "
+                                   f"{message}")
+        except DevsyError as exc:
+            self.server.report(f"the forwarded connection to {self.host}:{self.port} failed: {exc.message}")
+        finally:
+            stdin.dispose()
+            with contextlib.suppress(OSError, EOFError):
+                self.channel.shutdown_write()
+                self.channel.close()
+
+
+class ExecSessionServer(AgentServer):
+    """The agent's SSH server, with sessions and forwards run as driver execs, and no terminals."""
+
+    def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv,
+                 report: Any = lambda message: None) -> None:
         super().__init__(workdir)
-        self.driver, self.workspace_id, self.base_env = driver, workspace_id, base_env
-        self._all: list[ExecSession] = []
+        self.driver, self.workspace_id, self.base_env, self.report = driver, workspace_id, base_env, report
+        self._all: list[ExecSession | ExecForward] = []
         self._all_lock = threading.Lock()
+        self._destinations: dict[int, tuple[str, int]] = {}
 
     def check_channel_pty_request(self, channel: Any, term: Any, width: int, height: int, pixelwidth: int,
                                   pixelheight: int, modes: Any) -> bool:
@@ -219,9 +290,27 @@ class ExecSessionServer(AgentServer):
 
     def new_session(self, channel: Any, spec: SessionSpec) -> ExecSession:
         session = ExecSession(self, channel, self.username, spec)
-        with self._all_lock:
-            self._all.append(session)
+        self._track(session)
         return session
+
+    def check_channel_direct_tcpip_request(self, chanid: int, origin: Any, destination: Any) -> int:
+        with self._all_lock:
+            self._destinations[chanid] = (str(destination[0]), int(destination[1]))
+        return paramiko.OPEN_SUCCEEDED
+
+    def start_forward(self, channel: Any) -> bool:
+        with self._all_lock:
+            destination = self._destinations.pop(channel.get_id(), None)
+        if destination is None:
+            return False
+        forward = ExecForward(self, channel, *destination)
+        self._track(forward)
+        forward.start()
+        return True
+
+    def _track(self, item: ExecSession | ExecForward) -> None:
+        with self._all_lock:
+            self._all = [*(other for other in self._all if other.active()), item]  # drop finished ones
 
     def end_all(self, timeout: float) -> None:
         """Kill every session's command tree and wait (bounded) until their execs have returned."""
@@ -238,9 +327,10 @@ class ExecSessionTunnel:
     `write_fd` in this process, with the same attributes the callers read (result, error, output_seen, cancel)."""
 
     def __init__(self, driver: Driver, workspace_id: str, *, read_fd: int, write_fd: int, host_key_dir: str,
-                 workdir: str, cancel: CancelToken, base_env: SessionEnv | None = None,
+                 workdir: str, cancel: CancelToken, stderr: BinaryIO, base_env: SessionEnv | None = None,
                  on_end: Any = lambda: None) -> None:
-        self.server = ExecSessionServer(driver, workspace_id, workdir, base_env or SessionEnv({}))
+        self.server = ExecSessionServer(driver, workspace_id, workdir, base_env or SessionEnv({}),
+                                        report=lambda message: _report(stderr, message))
         self._read_fd, self._write_fd, self._host_key_dir = read_fd, write_fd, host_key_dir
         self.cancel, self.on_end = cancel, on_end
         self.result: ExecResult | None = None
@@ -280,3 +370,9 @@ class ExecSessionTunnel:
                 with contextlib.suppress(Exception):
                     transport.close()
             self.on_end()
+
+
+def _report(stderr: BinaryIO, message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        stderr.write(f"devsy: {message}\n".encode("utf-8", "replace"))
+        stderr.flush()

@@ -13,6 +13,7 @@ import os
 import threading
 from typing import Optional
 
+from . import forward
 from .fastimport import import_paramiko
 from .hostkey import load_or_create
 from .kex_safe import KexSafeSends
@@ -53,6 +54,15 @@ class _Transport(KexSafeSends, paramiko.Transport):
     _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
     _channel_handler_table[MSG_CHANNEL_REQUEST] = _request_then_start
 
+    def _queue_incoming_channel(self, channel: Channel) -> None:
+        """A channel the client opened, now confirmed: a forward starts copying here. Others are queued as paramiko
+        does: the queue holds the only strong reference to a session channel until its requests arrive (paramiko
+        keeps channels in a weak dictionary, and a collected channel closes itself)."""
+        server = self.server_object
+        if isinstance(server, AgentServer) and server.start_forward(channel):
+            return
+        super()._queue_incoming_channel(channel)
+
 
 class AgentServer(paramiko.ServerInterface):
     def __init__(self, workdir: str) -> None:
@@ -62,6 +72,7 @@ class AgentServer(paramiko.ServerInterface):
         self._specs: dict = {}  # channel id -> SessionSpec collected from env/pty requests
         self._pending: dict = {}  # channel id -> Session to start once the reply is out
         self._sessions: dict = {}
+        self._forwards: dict = {}  # channel id -> the guest's connection of a direct-tcpip channel being opened
 
     # -- authentication (see the module docstring) --------------------------------------------------------------
     def get_allowed_auths(self, username: str) -> str:
@@ -85,6 +96,29 @@ class AgentServer(paramiko.ServerInterface):
         if kind == "session":
             return paramiko.OPEN_SUCCEEDED
         return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    # -- local port forwarding (`ssh -L`) -------------------------------------------------------------------------
+    def check_channel_direct_tcpip_request(self, chanid, origin, destination):
+        """Connect to the destination now, so that a refused connection is the channel's open failure (OpenSSH:
+        "connect failed"); the copy starts once the channel exists (start_forward)."""
+        host, port = _text(destination[0]), int(destination[1])
+        try:
+            sock = forward.connect(host, port)
+        except OSError as exc:
+            log.info("forward to %s:%d failed: %s", host, port, exc)
+            return paramiko.OPEN_FAILED_CONNECT_FAILED
+        with self._lock:
+            self._forwards[chanid] = sock
+        return paramiko.OPEN_SUCCEEDED
+
+    def start_forward(self, channel: Channel) -> bool:
+        """Start copying if `channel` is a forward this server accepted; False for any other channel."""
+        with self._lock:
+            sock = self._forwards.pop(channel.get_id(), None)
+        if sock is None:
+            return False
+        forward.join(channel, sock)
+        return True
 
     def _spec(self, channel: Channel) -> SessionSpec:
         with self._lock:

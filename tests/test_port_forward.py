@@ -1,0 +1,141 @@
+"""`ssh -L` through the `Host <id>.devsy` entry: the real OpenSSH client, a real HTTP server on loopback, on both
+session paths (the agent in an image with python3, exec sessions in one without).
+
+The engine here runs containers with host networking, so the guest's 127.0.0.1 is this machine's: the server the
+forward reaches is ours, and the connection to it is made by the guest (the agent's socket, or the exec path's
+connector), which is what a forward to a server listening only inside the guest needs.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import select
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from devsy.bounded_wait import poll_until
+
+from helpers.cli import cli_env
+
+BODY = b"forwarded through the workspace\n"
+LISTEN_BOUND_S = 30.0
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _connect(port: int) -> socket.socket:
+    """A connection to OpenSSH's local listener. It logs "listening" a moment before it accepts: a refused connect
+    (which opens no channel) is retried, bounded."""
+    return poll_until(lambda: _try_connect(port), lambda sock: sock is not None, timeout=LISTEN_BOUND_S,
+                      interval=0.05, what=f"ssh -L's listener on port {port}")
+
+
+def _try_connect(port: int) -> socket.socket | None:
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=30)
+    except ConnectionRefusedError:
+        return None
+
+
+def _get(port: int) -> bytes:
+    """One HTTP/1.0 GET on 127.0.0.1:port; the raw reply (b"" when the forward closed or reset the connection before
+    a reply)."""
+    with _connect(port) as sock:
+        reply = b""
+        try:
+            sock.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+            while chunk := sock.recv(65536):
+                reply += chunk
+        except ConnectionResetError:
+            pass  # OpenSSH resets the local connection of a channel that failed to open
+        return reply
+
+
+class _Forward:
+    """`ssh -L LOCAL:127.0.0.1:TARGET <id>.devsy 'read _'`, up once OpenSSH says it forwards (its own debug line,
+    after authentication: a probe connection would be a forwarded connection of its own). It ends as a session
+    does: our end of its input closes, the remote `read` returns, and OpenSSH exits by itself."""
+
+    def __init__(self, devsy, workspace: str, target: int) -> None:
+        self.local = _free_port()
+        self.proc = subprocess.Popen(
+            ["ssh", "-v", "-F", str(devsy.ssh_config), "-o", "ExitOnForwardFailure=yes",
+             "-L", f"127.0.0.1:{self.local}:127.0.0.1:{target}", f"{workspace}.devsy", "read _"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(devsy))
+        self.stderr = b""
+        ready = f"Local connections to 127.0.0.1:{self.local} forwarded".encode()
+        deadline = time.monotonic() + LISTEN_BOUND_S
+        while ready not in self.stderr:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0 and self.proc.poll() is None, self.stderr.decode(errors="replace")[-3000:]
+            if select.select([self.proc.stderr], [], [], remaining)[0]:
+                self.stderr += os.read(self.proc.stderr.fileno(), 65536)  # type: ignore[union-attr]
+
+    def close(self) -> bytes:
+        _, rest = self.proc.communicate(b"", timeout=30)
+        assert self.proc.returncode == 1, (self.proc.returncode, rest)  # `read` at end of input
+        return self.stderr + rest
+
+
+@pytest.mark.parametrize("path", ["agent", "exec"])
+def test_local_forward_reaches_a_loopback_server(request, devsy, http_server, path):
+    workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
+    assert devsy.run("status", workspace, "--json").json["workspace"]["ssh_path"] == path
+    forward = _Forward(devsy, workspace, http_server)
+    try:
+        for _ in range(3):  # one connection after another over the same SSH connection
+            reply = _get(forward.local)
+            assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(BODY), reply
+    finally:
+        forward.close()
+
+
+@pytest.mark.parametrize("path", ["agent", "exec"])
+def test_a_refused_destination_closes_the_forwarded_connection(request, devsy, path):
+    workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
+    # Bound but not listening: a connection to it is refused, and no other test can take the port meanwhile.
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        refused = reserved.getsockname()[1]
+        forward = _Forward(devsy, workspace, refused)
+        try:
+            assert _get(forward.local) == b""
+        finally:
+            stderr = forward.close()
+    if path == "agent":  # reported as the channel's open failure, as sshd does
+        assert b"open failed: connect failed" in stderr, stderr
+    else:  # the exec path learns it from its connector, after the channel opened
+        assert f"the forwarded connection to 127.0.0.1:{refused} failed in the guest".encode() in stderr, stderr
