@@ -117,3 +117,12 @@ def exec_workspace(devsy, no_python_image: str, tmp_path) -> str:
     assert up.json["workspace"]["ssh_path"] == "exec", up.text
     assert "cannot run devsy's agent (the workspace has no python3)" in up.stderr.decode()
     return ws_id
+
+
+@pytest.fixture(scope="session")
+def busybox_image() -> str:
+    """devsy-guest-busybox: a static busybox and nothing else (no python3, no `script`, no bash)."""
+    from fixtures.guest_image import BUSYBOX_IMAGE_TAG, GUEST_IMAGES, ensure_guest_image
+
+    return ensure_guest_image(tag=BUSYBOX_IMAGE_TAG, recipe=GUEST_IMAGES[BUSYBOX_IMAGE_TAG],
+                              progress=lambda *_: None).tag

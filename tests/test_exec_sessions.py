@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from fixtures.process_observer import ProcessObserver
-from helpers.cli import DEVSY, cli_env
+from helpers.cli import DEVSY, HOST_NET, cli_env
 from test_ssh_cancel import CANCEL_BOUND_S, _container, _readline
 
 MIB = 1 << 20
@@ -74,6 +74,31 @@ def test_openssh_client_streams_and_status(devsy, exec_workspace):
     assert hashlib.sha256(cat.stdout).digest() == hashlib.sha256(data).digest()
     status = _openssh_command(devsy, exec_workspace, "echo out; echo err >&2; exit 42")
     assert (status.returncode, status.stdout, status.stderr) == (42, b"out\n", b"err\n")
+
+
+def test_a_terminal_through_the_guests_script(devsy, exec_workspace):
+    # OpenSSH's -tt: a pty request the exec path grants through util-linux `script` in the guest.
+    tty = _openssh_command(devsy, exec_workspace, 'tty; echo "size=$(stty size) term=$TERM"; exit 5', "-tt")
+    assert tty.returncode == 5, tty
+    assert re.search(rb"/dev/pts/\d+\r\nsize=\d+ \d+ term=\S+", tty.stdout), tty.stdout
+
+
+def test_busybox_image_sessions_without_a_terminal(devsy, busybox_image, tmp_path):
+    ws_id = f"bb-{secrets.token_hex(4)}"
+    devsy.created.add(ws_id)
+    up = devsy.up(busybox_image, "--id", ws_id, *HOST_NET)
+    assert up.json["workspace"]["ssh_path"] == "exec", up.text
+    assert "without a terminal (no script)" in up.stderr.decode()
+    assert "no terminal (the image has no `script`)" in devsy.run("status", ws_id).stdout.decode()
+    data = os.urandom(MIB)
+    cat = devsy.run("ssh", ws_id, "--command", "cat", input=data)
+    assert (cat.returncode, hashlib.sha256(cat.stdout).digest()) == (0, hashlib.sha256(data).digest()), cat.stderr
+    status = _openssh_command(devsy, ws_id, "echo out; echo err >&2; exit 9")
+    assert (status.returncode, status.stdout, status.stderr) == (9, b"out\n", b"err\n")
+    # A pty it cannot give is refused, as sshd refuses one: fatal for OpenSSH's explicit -tt, its documented rule.
+    forced = _openssh_command(devsy, ws_id, "true", "-tt", "-o", "LogLevel=info")
+    assert forced.returncode == 255 and b"PTY allocation request failed" in forced.stderr, forced
+    devsy.run("delete", ws_id)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -11,6 +11,8 @@ import struct
 import termios
 import time
 
+import pytest
+
 from helpers.cli import DEVSY, cli_env
 
 
@@ -55,9 +57,12 @@ class Terminal:
         return None
 
 
-def test_interactive_shell_has_a_terminal_that_follows_resizes(devsy, running_workspace):
+@pytest.mark.parametrize("path", ["agent", "exec"])
+def test_interactive_shell_has_a_terminal_that_follows_resizes(request, devsy, path):
+    # Both session paths: the agent's pty, and exec sessions' (the guest's `script`, devsy/ssh/exec_terminal.py).
+    workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
     env = cli_env(devsy, TERM="xterm-256color")
-    term = Terminal([*DEVSY, "ssh", running_workspace], env, rows=31, cols=101)
+    term = Terminal([*DEVSY, "ssh", workspace], env, rows=31, cols=101)
     # Markers are computed by the shell ($((...))), so the echo of what we type never matches them.
     term.type('tty; echo "size=$(stty size) term=$TERM user=$(id -un) mark$((40+2))"\n')
     assert term.expect(b"mark42"), term.output

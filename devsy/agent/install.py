@@ -56,10 +56,14 @@ def install_agent_or_exec_sessions(driver: Driver, workspace_id: str, paths: Wor
     try:
         return install_agent(driver, workspace_id, paths, progress, ledger=ledger, cancel=cancel)
     except AgentUnsupported as exc:
-        note = AgentNote(guest_path="", sha256="", sessions=SESSIONS_EXEC, why=exc.message)
+        from devsy.ssh.exec_terminal import find_terminal_helper
+
+        terminal = find_terminal_helper(driver, workspace_id, cancel or CancelToken())
+        note = AgentNote(guest_path="", sha256="", sessions=SESSIONS_EXEC, why=exc.message, terminal=terminal)
         _save_note(paths, note, ledger)
         progress.info(f"workspace {workspace_id} cannot run devsy's agent ({exc.message}): its SSH sessions are "
-                      "served from the host, one exec each, without a terminal or port forwarding")
+                      f"served from the host, one exec each, "
+                      f"{'with a terminal through ' + terminal if terminal else 'without a terminal (no script)'}")
         return note
 
 

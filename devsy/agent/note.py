@@ -27,6 +27,7 @@ class AgentNote:
     python: str = ""
     sessions: str = SESSIONS_AGENT
     why: str = ""  # for exec sessions: why the agent cannot run in the guest
+    terminal: str = ""  # for exec sessions: the guest's util-linux `script`, which gives them a pty ("" = none)
 
     @property
     def exec_sessions(self) -> bool:
@@ -44,7 +45,7 @@ def read_note(paths: WorkspacePaths) -> AgentNote | None:
         return AgentNote(guest_path=str(data["guest_path"]), sha256=str(data["sha256"]),
                          python=str(data.get("python", "")),
                          sessions=sessions if sessions in (SESSIONS_AGENT, SESSIONS_EXEC) else SESSIONS_AGENT,
-                         why=str(data.get("why", "")))
+                         why=str(data.get("why", "")), terminal=str(data.get("terminal", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # never written, or unreadable: the agent is simply delivered again
 

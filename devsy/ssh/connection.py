@@ -140,9 +140,11 @@ def exec_session_tunnel(ws: OpenWorkspace, *, read_fd: int, write_fd: int, cance
     """The host-side SSH server of a workspace with exec sessions; its host key is kept in the workspace's folder."""
     from devsy.ssh.exec_sessions import ExecSessionTunnel  # paramiko's server side: only this path needs it
 
+    note = read_note(ws.paths)
     return ExecSessionTunnel(ws.driver, ws.record.id, read_fd=read_fd, write_fd=write_fd,
                              host_key_dir=str(ws.paths.root), workdir=ws.record.workspace_folder, cancel=cancel,
-                             stderr=stderr, base_env=base_env, on_end=on_end)
+                             stderr=stderr, terminal=note.terminal if note is not None else "", base_env=base_env,
+                             on_end=on_end)
 
 
 def raise_for_tunnel(tunnel: AgentTunnel | ExecSessionTunnel, workspace_id: str) -> None:

@@ -4,10 +4,9 @@ The host runs the agent's own SSH server (devsy/agent/guest/server.py) on its en
 channel becomes one driver exec of the user's shell in the guest. So the guest needs a POSIX shell and the command,
 nothing else; every devsy SSH client (devsy ssh, the SSH master, OpenSSH through ProxyCommand) is unchanged.
 
-What only a process beside the session in the guest can do is not offered on this path, and is refused rather than
-faked: a terminal (a driver exec has none; OpenSSH says "PTY allocation request failed" and goes on without one),
-and signals other than KILL (the driver can only kill a command's whole tree, which is what a cancelled `devsy ssh`
-asks for). Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest: bash's
+A terminal comes from the guest's util-linux `script` where it has one (exec_terminal.py); elsewhere (busybox) a pty
+request is refused, as sshd refuses one it cannot give (OpenSSH then goes on without one). Signals other than KILL
+are refused: the driver can only kill a command's whole tree, which is what a cancelled `devsy ssh` asks for. Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest: bash's
 /dev/tcp, else `nc`. Unlike the agent's, a destination that refuses is not reported as the channel's open failure
 (the exec starts after the channel is confirmed): the channel closes at once and the connector's message goes to
 the tunnel's stderr.
@@ -19,6 +18,7 @@ import contextlib
 import io
 import logging
 import os
+import secrets
 import select
 import threading
 from typing import Any, BinaryIO
@@ -33,6 +33,7 @@ from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, MAX_PACKET_SIZE, WINDOW_
 from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.errors import DevsyError
+from devsy.ssh.exec_terminal import resize_argv, under_terminal
 
 paramiko = import_paramiko()
 log = logging.getLogger("devsy.ssh.exec_sessions")
@@ -43,7 +44,8 @@ SESSIONS_JOIN_S = 20.0
 
 # The session's process, run by the driver as the session's user: the user's shell from /etc/passwd (as sshd starts
 # it), HOME/USER/LOGNAME/SHELL set, started in the workspace folder (else the home, else /). Arguments: user,
-# folder, "login" or "command", then the command. POSIX sh only: busybox ash and dash run it as bash does.
+# folder, "login", "command" (then the command) or "words" (then the argv to exec: a session under a terminal,
+# exec_terminal.py). POSIX sh only: busybox ash and dash run it as bash does.
 _LAUNCH = r'''n=$1 w=$2 m=$3; shift 3
 h=/ s=/bin/sh
 if [ -r /etc/passwd ]; then
@@ -55,12 +57,14 @@ fi
 export HOME="$h" USER="$n" LOGNAME="$n" SHELL="$s"
 cd "$w" 2>/dev/null || cd "$h" 2>/dev/null || cd /
 if [ "$m" = login ]; then exec "$s" -l; fi
+if [ "$m" = words ]; then exec "$@"; fi
 exec "$s" -c "$1"'''
 
 
-def session_argv(user: str, workdir: str, command: str | None) -> list[str]:
-    """The exec argv of one session: `command` (None: a login shell) through the user's shell."""
-    mode = ["login"] if command is None else ["command", command]
+def session_argv(user: str, workdir: str, command: str | None, words: list[str] | None = None) -> list[str]:
+    """The exec argv of one session: `command` (None: a login shell) through the user's shell, or `words` run as
+    they are once the user's environment is set up."""
+    mode = ["words", *words] if words is not None else ["login"] if command is None else ["command", command]
     return ["/bin/sh", "-c", _LAUNCH, "devsy-session", user, workdir, *mode]
 
 
@@ -164,6 +168,40 @@ class ChannelOutput(io.RawIOBase):
         return len(data)
 
 
+class _Resizer:
+    """Sets a session's terminal size in the guest, one exec at a time, always to the latest size asked for."""
+
+    def __init__(self, server: ExecSessionServer, nonce: str, cancel: CancelToken) -> None:
+        self._server, self._nonce, self._cancel = server, nonce, cancel
+        self._lock = threading.Lock()
+        self._pending: tuple[int, int] | None = None
+        self._running = False
+
+    def request(self, cols: int, rows: int) -> None:
+        with self._lock:
+            self._pending = (cols, rows)
+            if self._running:
+                return  # the running worker takes it next
+            self._running = True
+        threading.Thread(target=self._work, name="exec-session-resize", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                size, self._pending = self._pending, None
+                if size is None or self._cancel.is_cancelled():
+                    self._running = False
+                    return
+            # As the session's user: root without CAP_SYS_PTRACE (Docker's default) cannot open another user's
+            # /proc/PID/fd entries.
+            request = ExecRequest(argv=resize_argv(self._nonce, *size), stdout=io.BytesIO(), stderr=io.BytesIO(),
+                                  user=self._server.username, cancel=self._cancel)
+            try:
+                self._server.driver.exec(self._server.workspace_id, request)
+            except DevsyError as exc:
+                log.info("resizing a session's terminal failed: %s", exc.message)
+
+
 class ExecSession:
     """One session channel run as one driver exec (the interface AgentServer expects of a session)."""
 
@@ -171,6 +209,8 @@ class ExecSession:
         self.server, self.channel, self.username, self.spec = server, channel, username, spec
         self.cancel = CancelToken()
         self._thread = threading.Thread(target=self._run, name=f"exec-session-{channel.get_id()}", daemon=True)
+        self._nonce = secrets.token_hex(8)
+        self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None else None
 
     def start(self) -> None:
         self._thread.start()
@@ -186,7 +226,10 @@ class ExecSession:
         return not self._thread.is_alive()
 
     def resize(self, cols: int, rows: int, width_px: int, height_px: int) -> bool:
-        return False  # no terminal on this path (its pty request was refused)
+        if self._resizer is None:
+            return False  # a session without a terminal
+        self._resizer.request(cols, rows)
+        return True
 
     def hangup(self) -> None:
         """The client is gone: end the command's tree (sshd would hang up its process group)."""
@@ -200,13 +243,18 @@ class ExecSession:
 
     def _run(self) -> None:
         env = session_environment(self.server.base_env, self.spec.env)
+        values, words = dict(env.values), None
+        if self.spec.pty is not None:  # accepted only where the guest has `script` (check_channel_pty_request)
+            values["TERM"] = self.spec.pty.term or values.get("TERM", "xterm")
+            words = under_terminal(self.server.terminal, self._nonce, self.spec.pty.cols, self.spec.pty.rows,
+                                   self.spec.command)
         stdin = ChannelInput(self.channel)
         request = ExecRequest(
-            argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command), env.unset),
+            argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command, words), env.unset),
             stdin=stdin, owns_stdin=True,  # type: ignore[arg-type]
             stdout=ChannelOutput(self.channel, stderr=False),  # type: ignore[arg-type]
             stderr=ChannelOutput(self.channel, stderr=True),  # type: ignore[arg-type]
-            user=self.username, env=env.values, cancel=self.cancel)
+            user=self.username, env=values, cancel=self.cancel)
         try:
             result = self.server.driver.exec(self.server.workspace_id, request)
         except DevsyError as exc:
@@ -276,17 +324,19 @@ class ExecForward:
 class ExecSessionServer(AgentServer):
     """The agent's SSH server, with sessions and forwards run as driver execs, and no terminals."""
 
-    def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv,
+    def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv, terminal: str = "",
                  report: Any = lambda message: None) -> None:
         super().__init__(workdir)
         self.driver, self.workspace_id, self.base_env, self.report = driver, workspace_id, base_env, report
+        self.terminal = terminal  # the guest's util-linux `script`, or "": then no session gets a pty
         self._all: list[ExecSession | ExecForward] = []
         self._all_lock = threading.Lock()
         self._destinations: dict[int, tuple[str, int]] = {}
 
     def check_channel_pty_request(self, channel: Any, term: Any, width: int, height: int, pixelwidth: int,
                                   pixelheight: int, modes: Any) -> bool:
-        return False
+        return bool(self.terminal) and super().check_channel_pty_request(channel, term, width, height, pixelwidth,
+                                                                          pixelheight, modes)
 
     def new_session(self, channel: Any, spec: SessionSpec) -> ExecSession:
         session = ExecSession(self, channel, self.username, spec)
@@ -327,9 +377,9 @@ class ExecSessionTunnel:
     `write_fd` in this process, with the same attributes the callers read (result, error, output_seen, cancel)."""
 
     def __init__(self, driver: Driver, workspace_id: str, *, read_fd: int, write_fd: int, host_key_dir: str,
-                 workdir: str, cancel: CancelToken, stderr: BinaryIO, base_env: SessionEnv | None = None,
-                 on_end: Any = lambda: None) -> None:
-        self.server = ExecSessionServer(driver, workspace_id, workdir, base_env or SessionEnv({}),
+                 workdir: str, cancel: CancelToken, stderr: BinaryIO, terminal: str = "",
+                 base_env: SessionEnv | None = None, on_end: Any = lambda: None) -> None:
+        self.server = ExecSessionServer(driver, workspace_id, workdir, base_env or SessionEnv({}), terminal=terminal,
                                         report=lambda message: _report(stderr, message))
         self._read_fd, self._write_fd, self._host_key_dir = read_fd, write_fd, host_key_dir
         self.cancel, self.on_end = cancel, on_end
