@@ -108,7 +108,7 @@ MANIFEST = Manifest(
                 Case("stream-delivery", "the agent is delivered over exec; checksum and mode in the guest match "
                      "the source; an unchanged agent is not sent again"),
                 Case("offline-delivery", "with DEVSY_AGENT_BINARY set, that file is delivered and nothing is "
-                     "built or downloaded"),
+                     "built or downloaded; without it the build reads devsy's installed wheels and asks no index"),
                 Case("retry-fresh-source", "an interrupted transfer is retried with a fresh source; each source is "
                      "closed exactly once"),
             ),
