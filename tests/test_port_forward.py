@@ -9,6 +9,7 @@ connector), which is what a forward to a server listening only inside the guest 
 from __future__ import annotations
 
 import http.server
+import secrets
 import os
 import select
 import socket
@@ -21,7 +22,7 @@ import pytest
 
 from devsy.bounded_wait import poll_until
 
-from helpers.cli import cli_env
+from helpers.cli import HOST_NET, cli_env
 
 BODY = b"forwarded through the workspace\n"
 LISTEN_BOUND_S = 30.0
@@ -110,10 +111,23 @@ class _Forward:
         return self.stderr + rest
 
 
-@pytest.mark.parametrize("path", ["agent", "exec"])
-def test_local_forward_reaches_a_loopback_server(request, devsy, http_server, path):
-    workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
-    assert devsy.run("status", workspace, "--json").json["workspace"]["ssh_path"] == path
+def _workspace(request, devsy, kind: str) -> tuple[str, str]:
+    """(workspace, its session path) for an image kind: python3 (agent), Debian without it (exec sessions, bash's
+    /dev/tcp) or busybox (exec sessions, nc)."""
+    if kind == "busybox":
+        workspace = f"bb-{secrets.token_hex(4)}"
+        devsy.created.add(workspace)
+        devsy.up(request.getfixturevalue("busybox_image"), "--id", workspace, *HOST_NET)
+    else:
+        workspace = request.getfixturevalue("running_workspace" if kind == "agent" else "exec_workspace")
+    path = devsy.run("status", workspace, "--json").json["workspace"]["ssh_path"]
+    assert path == ("agent" if kind == "agent" else "exec")
+    return workspace, path
+
+
+@pytest.mark.parametrize("kind", ["agent", "exec", "busybox"])
+def test_local_forward_reaches_a_loopback_server(request, devsy, http_server, kind):
+    workspace, _ = _workspace(request, devsy, kind)
     forward = _Forward(devsy, workspace, http_server)
     try:
         for _ in range(3):  # one connection after another over the same SSH connection
@@ -123,9 +137,9 @@ def test_local_forward_reaches_a_loopback_server(request, devsy, http_server, pa
         forward.close()
 
 
-@pytest.mark.parametrize("path", ["agent", "exec"])
-def test_a_refused_destination_closes_the_forwarded_connection(request, devsy, path):
-    workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
+@pytest.mark.parametrize("kind", ["agent", "exec", "busybox"])
+def test_a_refused_destination_closes_the_forwarded_connection(request, devsy, kind):
+    workspace, path = _workspace(request, devsy, kind)
     # Bound but not listening: a connection to it is refused, and no other test can take the port meanwhile.
     with socket.socket() as reserved:
         reserved.bind(("127.0.0.1", 0))
