@@ -1,6 +1,7 @@
 """Exec sessions (devsy/ssh/exec_sessions.py): `devsy ssh` and `ssh <id>.devsy` in an image with no python3, on the
 real engine through the real CLI and the real OpenSSH client. Guest processes are observed independently (docker
-exec, pid + start time + nonce), never by the absence of output."""
+exec, pid + start time + nonce), never by the absence of output: cancellation is in test_ssh_cancel.py, terminals in
+test_ssh_interactive.py, ssh -L in test_port_forward.py, each for both session paths."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import subprocess
 
 import pytest
 
-from fixtures.process_observer import ProcessObserver
-from helpers.cli import DEVSY, HOST_NET, cli_env
-from test_ssh_cancel import CANCEL_BOUND_S, _container, _readline
+from helpers.cli import HOST_NET, cli_env
 
 MIB = 1 << 20
 SSH_TIMEOUT_S = 120
@@ -99,25 +98,3 @@ def test_busybox_image_sessions_without_a_terminal(devsy, busybox_image, tmp_pat
     forced = _openssh_command(devsy, ws_id, "true", "-tt", "-o", "LogLevel=info")
     assert forced.returncode == 255 and b"PTY allocation request failed" in forced.stderr, forced
     devsy.run("delete", ws_id)
-
-
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_cancel_kills_the_sessions_tree(devsy, exec_workspace, docker_client, signum):
-    observer = ProcessObserver.via_docker(_container(docker_client, exec_workspace).id)
-    nonce = f"nonce-{secrets.token_hex(8)}"
-    # `; :` keeps the child shell (and the nonce in its argv) alive instead of letting it exec sleep.
-    command = f': {nonce}; sh -c "sleep 4242; :" {nonce} & echo "ready $$ $!"; wait'
-    proc = subprocess.Popen([*DEVSY, "ssh", exec_workspace, "--command", command], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
-    try:
-        line = _readline(proc.stdout)
-        match = re.fullmatch(rb"ready (\d+) (\d+)\n", line)
-        assert match, (line, proc.stderr.read() if proc.poll() is not None else b"")
-        tree = [observer.identify(int(match[1]), nonce), observer.identify(int(match[2]), nonce)]
-        proc.send_signal(signum)
-        assert proc.wait(timeout=CANCEL_BOUND_S) == 128 + signum
-        assert observer.wait_dead(tree, timeout=CANCEL_BOUND_S) == []
-    finally:
-        proc.kill()
-        proc.wait(timeout=CANCEL_BOUND_S)
-    assert devsy.run("ssh", exec_workspace, "--command", "echo still-running").stdout == b"still-running\n"

@@ -42,17 +42,26 @@ def _identity(container) -> tuple[str, str]:
     return container.attrs["Created"], container.attrs["State"]["StartedAt"]
 
 
+# Each session path: the agent's (its child python3) and exec sessions' in an image without python3 (a shell child;
+# `; :` keeps that shell, with the nonce in its argv, from exec'ing sleep).
+_PATHS = {"agent": ("running_workspace", "running-project", 'python3 -c "import time; time.sleep(4242)"'),
+          "exec": ("exec_workspace", "no-python", 'sh -c "sleep 4242; :"')}
+
+
+@pytest.mark.parametrize("path", sorted(_PATHS))
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_cancel_kills_the_ready_tree_not_the_instance(devsy, running_workspace, docker_client, tmp_path, signum):
+def test_cancel_kills_the_ready_tree_not_the_instance(request, devsy, docker_client, tmp_path, signum, path):
+    fixture, project, child = _PATHS[path]
+    running_workspace = request.getfixturevalue(fixture)
     container = _container(docker_client, running_workspace)
     before = _identity(container)
     observer = ProcessObserver.via_docker(container.id)
     nonce = f"nonce-{secrets.token_hex(8)}"
-    marker = tmp_path / "running-project" / "kept.txt"
+    marker = tmp_path / project / "kept.txt"
     marker.write_text("content")
     # The nonce rides in argv (root may not read another user's environ without CAP_SYS_PTRACE): in the shell's
     # `-c` text and as an argument of its child.
-    command = (f': {nonce}; python3 -c "import time; time.sleep(4242)" {nonce} & echo "ready $$ $!"; wait')
+    command = f': {nonce}; {child} {nonce} & echo "ready $$ $!"; wait'
     proc = subprocess.Popen([*DEVSY, "ssh", running_workspace, "--command", command], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
     try:
@@ -68,7 +77,7 @@ def test_cancel_kills_the_ready_tree_not_the_instance(devsy, running_workspace, 
         proc.kill()
     assert _identity(container) == before  # same instance, not restarted
     assert devsy.run("status", running_workspace, "--json").json["workspace"]["status"] == "running"
-    after = devsy.run("ssh", running_workspace, "--command", "cat /workspaces/running-project/kept.txt")
+    after = devsy.run("ssh", running_workspace, "--command", f"cat /workspaces/{project}/kept.txt")
     assert (after.returncode, after.stdout) == (0, b"content")
 
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import secrets
-import select
 import threading
 from typing import Any, BinaryIO
 
@@ -29,11 +27,12 @@ from devsy.agent.guest.hostkey import load_or_create
 from devsy.agent.guest.pipe_socket import PipeSocket
 from devsy.agent.guest.process import SessionSpec
 from devsy.agent.guest.server import AgentServer, _Transport
-from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, MAX_PACKET_SIZE, WINDOW_SIZE
+from devsy.agent.guest.tuning import MAX_PACKET_SIZE, WINDOW_SIZE
 from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.errors import DevsyError
 from devsy.ssh.exec_terminal import resize_argv, under_terminal
+from devsy.ssh.tunnel import GatedInput
 
 paramiko = import_paramiko()
 log = logging.getLogger("devsy.ssh.exec_sessions")
@@ -95,58 +94,12 @@ def session_environment(base: SessionEnv, requested: dict[str, str]) -> SessionE
     return SessionEnv(base.under(explicit), tuple(dict.fromkeys(n for n in unset if n not in explicit)))
 
 
-class ChannelInput(io.RawIOBase):
-    """The exec's stdin: the channel's data until its end of file; close() wakes a blocked read at once.
-
-    It has no fileno() (the channel's own descriptor only signals that data is buffered), so the driver reads through
-    read1() and can stop the copy by closing it.
-    """
-
-    def __init__(self, channel: Any) -> None:
-        super().__init__()
-        self._channel = channel
-        self._closing = threading.Event()
-        self._wake_r, self._wake_w = os.pipe()
-        self._wake_lock = threading.Lock()
-        self._wake_open = True
-
-    def readable(self) -> bool:
-        return True
-
-    def read1(self, size: int = CHANNEL_READ_SIZE) -> bytes:
-        poller = select.poll()
-        poller.register(self._channel.fileno(), select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        while not self._closing.is_set():
-            ready = dict(poller.poll())
-            if self._closing.is_set():
-                break
-            if self._channel.fileno() in ready:
-                # Readable means data is buffered or the channel reached its end: recv() does not block.
-                return self._channel.recv(min(size if size > 0 else CHANNEL_READ_SIZE, CHANNEL_READ_SIZE))
-        return b""
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read1(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        if not self._closing.is_set():
-            self._closing.set()
-            with self._wake_lock:
-                if self._wake_open:
-                    os.write(self._wake_w, b"!")
-        super().close()
-
-    def dispose(self) -> None:
-        """Release the wake pipe once the exec has returned (its stdin copy no longer reads)."""
-        self.close()
-        with self._wake_lock:
-            if self._wake_open:
-                self._wake_open = False
-                os.close(self._wake_r)
-                os.close(self._wake_w)
+def channel_input(channel: Any) -> GatedInput:
+    """The exec's stdin: the channel's data until its end of file. The channel's descriptor is readable once data
+    is buffered or the channel reached its end, so recv() then does not block; close() wakes a blocked read."""
+    stdin = GatedInput(channel.fileno(), read=channel.recv)
+    stdin.open_gate()
+    return stdin
 
 
 class ChannelOutput(io.RawIOBase):
@@ -202,15 +155,16 @@ class _Resizer:
                 log.info("resizing a session's terminal failed: %s", exc.message)
 
 
-class ExecSession:
-    """One session channel run as one driver exec (the interface AgentServer expects of a session)."""
+class _ChannelExec:
+    """A channel served by one driver exec, in a thread of its own; `cancel` kills the exec's tree."""
 
-    def __init__(self, server: ExecSessionServer, channel: Any, username: str, spec: SessionSpec) -> None:
-        self.server, self.channel, self.username, self.spec = server, channel, username, spec
+    def __init__(self, channel: Any, name: str) -> None:
+        self.channel = channel
         self.cancel = CancelToken()
-        self._thread = threading.Thread(target=self._run, name=f"exec-session-{channel.get_id()}", daemon=True)
-        self._nonce = secrets.token_hex(8)
-        self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None else None
+        self._thread = threading.Thread(target=self._run, name=f"{name}-{channel.get_id()}", daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
         self._thread.start()
@@ -224,6 +178,17 @@ class ExecSession:
         if self._thread.ident is not None:
             self._thread.join(timeout)
         return not self._thread.is_alive()
+
+
+class ExecSession(_ChannelExec):
+    """One session channel run as one driver exec (the interface AgentServer expects of a session)."""
+
+    def __init__(self, server: ExecSessionServer, channel: Any, username: str, spec: SessionSpec) -> None:
+        super().__init__(channel, "exec-session")
+        self.server, self.username, self.spec = server, username, spec
+        self._nonce = secrets.token_hex(8)
+        self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None else None
+
 
     def resize(self, cols: int, rows: int, width_px: int, height_px: int) -> bool:
         if self._resizer is None:
@@ -248,7 +213,7 @@ class ExecSession:
             values["TERM"] = self.spec.pty.term or values.get("TERM", "xterm")
             words = under_terminal(self.server.terminal, self._nonce, self.spec.pty.cols, self.spec.pty.rows,
                                    self.spec.command)
-        stdin = ChannelInput(self.channel)
+        stdin = channel_input(self.channel)
         request = ExecRequest(
             argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command, words), env.unset),
             stdin=stdin, owns_stdin=True,  # type: ignore[arg-type]
@@ -280,29 +245,16 @@ class ExecSession:
             log.debug("could not report the exit status: %s", exc)
 
 
-class ExecForward:
+class ExecForward(_ChannelExec):
     """One forwarded connection (`ssh -L`): the channel is the stdin and stdout of a connector in the guest."""
 
     def __init__(self, server: ExecSessionServer, channel: Any, host: str, port: int) -> None:
-        self.server, self.channel, self.host, self.port = server, channel, host, port
-        self.cancel = CancelToken()
-        self._thread = threading.Thread(target=self._run, name=f"exec-forward-{channel.get_id()}", daemon=True)
+        super().__init__(channel, "exec-forward")
+        self.server, self.host, self.port = server, host, port
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def active(self) -> bool:
-        """Not yet started, or running."""
-        return self._thread.ident is None or self._thread.is_alive()
-
-    def join(self, timeout: float) -> bool:
-        """Whether it has ended (or never started), after waiting up to `timeout`."""
-        if self._thread.ident is not None:
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     def _run(self) -> None:
-        stdin, errors = ChannelInput(self.channel), io.BytesIO()
+        stdin, errors = channel_input(self.channel), io.BytesIO()
         request = ExecRequest(argv=connect_argv(self.host, self.port), stdin=stdin, owns_stdin=True,  # type: ignore
                               stdout=ChannelOutput(self.channel, stderr=False), stderr=errors,  # type: ignore
                               user=self.server.username, cancel=self.cancel)
@@ -329,7 +281,7 @@ class ExecSessionServer(AgentServer):
         super().__init__(workdir)
         self.driver, self.workspace_id, self.base_env, self.report = driver, workspace_id, base_env, report
         self.terminal = terminal  # the guest's util-linux `script`, or "": then no session gets a pty
-        self._all: list[ExecSession | ExecForward] = []
+        self._all: list[_ChannelExec] = []
         self._all_lock = threading.Lock()
         self._destinations: dict[int, tuple[str, int]] = {}
 
@@ -358,7 +310,7 @@ class ExecSessionServer(AgentServer):
         forward.start()
         return True
 
-    def _track(self, item: ExecSession | ExecForward) -> None:
+    def _track(self, item: _ChannelExec) -> None:
         with self._all_lock:
             self._all = [*(other for other in self._all if other.active()), item]  # drop finished ones
 

@@ -24,12 +24,14 @@ _CHUNK = 1024 * 1024
 class GatedInput(io.RawIOBase):
     """The exec's stdin: reads `fd` once the gate is open; close() wakes a blocked read at once.
 
-    It has no fileno() on purpose, so the driver reads through read1(), where the gate and close() apply.
+    It has no fileno() on purpose, so the driver reads through read1(), where the gate and close() apply. `read`
+    replaces os.read for a source whose descriptor only signals readiness (a paramiko channel's: exec_sessions.py).
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, read: Callable[[int], bytes] | None = None) -> None:
         super().__init__()
         self._fd = fd
+        self._read = read or (lambda size: os.read(fd, size))
         self._gate = threading.Event()
         self._closing = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
@@ -55,7 +57,7 @@ class GatedInput(io.RawIOBase):
             if self._closing.is_set():
                 break
             if self._fd in ready:
-                return os.read(self._fd, min(size if size > 0 else _CHUNK, _CHUNK))
+                return self._read(min(size if size > 0 else _CHUNK, _CHUNK))
             os.read(self._wake_r, 64)  # a gate or close notice; the loop re-reads the flags
         return b""
 
