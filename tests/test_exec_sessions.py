@@ -6,6 +6,7 @@ test_ssh_interactive.py, ssh -L in test_port_forward.py, each for both session p
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import secrets
@@ -15,6 +16,7 @@ import subprocess
 import pytest
 
 from helpers.cli import HOST_NET, cli_env
+from helpers.projects import make_project
 
 MIB = 1 << 20
 SSH_TIMEOUT_S = 120
@@ -98,3 +100,22 @@ def test_busybox_image_sessions_without_a_terminal(devsy, busybox_image, tmp_pat
     forced = _openssh_command(devsy, ws_id, "true", "-tt", "-o", "LogLevel=info")
     assert forced.returncode == 255 and b"PTY allocation request failed" in forced.stderr, forced
     devsy.run("delete", ws_id)
+
+
+def test_an_image_without_a_shell_comes_up(devsy, busybox_image, docker_client, tmp_path):
+    # busybox without its applet links: no /bin/sh. Its own entrypoint keeps it running (overrideCommand false).
+    tag = "devsy-test-noshell:" + busybox_image.replace(":", "-")
+    dockerfile = (f"FROM {busybox_image} AS bb\nFROM scratch\nCOPY --from=bb /bin/busybox /bin/busybox\n"
+                  'COPY --from=bb /etc/passwd /etc/group /etc/\nENTRYPOINT ["/bin/busybox", "sleep", "86400"]\n')
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
+    ws_id = f"ns-{secrets.token_hex(4)}"
+    devsy.created.add(ws_id)
+    up = devsy.up(make_project(tmp_path / "no-shell", {"image": tag, "overrideCommand": False}), "--id", ws_id,
+                  *HOST_NET)
+    assert up.json["workspace"]["ssh_path"] == "exec", up.text
+    assert f"workspace {ws_id} has no usable /bin/sh" in devsy.run("status", ws_id).stdout.decode()
+    # Sessions need the shell: a clear failure (the engine's message, which Docker writes on the exec's output stream,
+    # and exit 126), nothing hangs.
+    session = devsy.run("ssh", ws_id, "--command", "true")
+    assert session.returncode == 126 and "/bin/sh" in session.text, session.text
+    assert devsy.run("delete", ws_id).returncode == 0

@@ -39,6 +39,7 @@ DEFAULT_STALL_S = 60.0
 DEFAULT_ATTEMPT_S = 600.0
 
 _EXIT_ABSENT, _EXIT_MISMATCH, _EXIT_NO_TOOL = 10, 11, 12
+_EXIT_CANNOT_RUN, _EXIT_NOT_FOUND = 126, 127  # what every driver's exec says when the program cannot be started
 # Prints the sha256 of $1 with whatever the guest has; exit 12 when it has neither tool.
 _SHA = r"""
 sha() {
@@ -175,6 +176,10 @@ class StreamDelivery:
         code, err = _run(driver, workspace_id, ["/bin/sh", "-c", _CHECK, "devsy-check", path, sha256], None, cancel)
         if code == 0:
             return True
+        if code in (_EXIT_CANNOT_RUN, _EXIT_NOT_FOUND) and not cancel.is_cancelled():
+            # /bin/sh itself could not be run (the check runs no command that could exit so): a shell-less image.
+            raise AgentUnsupported(f"workspace {workspace_id} has no usable /bin/sh (exit {code})",
+                                   hint="devsy exec still runs commands that need no shell; add a shell for devsy ssh")
         if code == _EXIT_NO_TOOL:
             raise AgentUnsupported(f"cannot verify the agent in workspace {workspace_id}: {err}",
                                    hint="install coreutils (sha256sum) or python3 in the image")
