@@ -5,11 +5,14 @@ channel becomes one driver exec of the user's shell in the guest. So the guest n
 nothing else; every devsy SSH client (devsy ssh, the SSH master, OpenSSH through ProxyCommand) is unchanged.
 
 A terminal comes from the guest's util-linux `script` where it has one (exec_terminal.py); elsewhere (busybox) a pty
-request is refused, as sshd refuses one it cannot give (OpenSSH then goes on without one). Signals other than KILL
-are refused: the driver can only kill a command's whole tree, which is what a cancelled `devsy ssh` asks for. Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest: bash's
-/dev/tcp, else `nc`. Unlike the agent's, a destination that refuses is not reported as the channel's open failure
-(the exec starts after the channel is confirmed): the channel closes at once and the connector's message goes to
-the tunnel's stderr.
+request is refused, as sshd refuses one it cannot give (OpenSSH then goes on without one). Under `script` a command
+killed by a signal is reported as exit status 128+N, not as the signal. Signals other than KILL are refused: the
+driver can only kill a command's whole tree, which is what a cancelled `devsy ssh` asks for.
+
+Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest (_CONNECT). Unlike
+the agent's, a destination that refuses is not reported as the channel's open failure (the exec starts after the
+channel is confirmed): the channel closes at once and the connector's message goes to the tunnel's stderr. A session
+channel the client closes ends its exec (channel_closed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import io
 import logging
 import secrets
 import threading
+import time
+from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from devsy.agent.guest.channel_requests import send_exit_signal
@@ -42,48 +47,102 @@ log = logging.getLogger("devsy.ssh.exec_sessions")
 SESSIONS_JOIN_S = 20.0
 
 # The session's process, run by the driver as the session's user: the user's shell from /etc/passwd (as sshd starts
-# it), HOME/USER/LOGNAME/SHELL set, started in the workspace folder (else the home, else /). Arguments: user,
-# folder, "login", "command" (then the command) or "words" (then the argv to exec: a session under a terminal,
-# exec_terminal.py). POSIX sh only: busybox ash and dash run it as bash does.
-_LAUNCH = r'''n=$1 w=$2 m=$3; shift 3
+# it), HOME/USER/LOGNAME/SHELL set unless the session's own env sets them (as the agent gives an explicit value
+# precedence), started in the workspace folder (else the home, else /). Arguments: user, folder, the names the
+# session's env sets (space-separated), then "login", "command" (then the command), "escaped" (then the command as
+# printf %b escapes: bytes that are not UTF-8 cannot cross the engine's JSON as they are) or "words" (then the argv to
+# exec: a session under a terminal, exec_terminal.py). POSIX sh only: busybox ash and dash run it as bash does.
+_LAUNCH = r'''n=$1 w=$2 k=" $3 " m=$4; shift 4
 h=/ s=/bin/sh
 if [ -r /etc/passwd ]; then
-  while IFS=: read -r pn _ pi _ _ ph ps; do
+  while IFS=: read -r pn _ pi _ _ ph ps || [ -n "$pn" ]; do
     if [ "$pn" = "$n" ] || [ "$pi" = "$n" ]; then n=$pn h=${ph:-/} s=${ps:-/bin/sh}; break; fi
   done < /etc/passwd
 fi
 [ -x "$s" ] || s=/bin/sh
-export HOME="$h" USER="$n" LOGNAME="$n" SHELL="$s"
-cd "$w" 2>/dev/null || cd "$h" 2>/dev/null || cd /
+case $k in *" HOME "*) ;; *) export HOME="$h" ;; esac
+case $k in *" USER "*) ;; *) export USER="$n" ;; esac
+case $k in *" LOGNAME "*) ;; *) export LOGNAME="$n" ;; esac
+case $k in *" SHELL "*) ;; *) export SHELL="$s" ;; esac
+cd "$w" 2>/dev/null || cd "${HOME:-$h}" 2>/dev/null || cd /
 if [ "$m" = login ]; then exec "$s" -l; fi
 if [ "$m" = words ]; then exec "$@"; fi
+if [ "$m" = escaped ]; then c=$(printf '%bx' "$1"); set -- "${c%x}"; fi
 exec "$s" -c "$1"'''
+_ACCOUNT_NAMES = ("HOME", "USER", "LOGNAME", "SHELL")
 
 
-def session_argv(user: str, workdir: str, command: str | None, words: list[str] | None = None) -> list[str]:
+def session_argv(user: str, workdir: str, command: str | None, words: list[str] | None = None,
+                 env_names: Iterable[str] = ()) -> list[str]:
     """The exec argv of one session: `command` (None: a login shell) through the user's shell, or `words` run as
-    they are once the user's environment is set up."""
-    mode = ["words", *words] if words is not None else ["login"] if command is None else ["command", command]
-    return ["/bin/sh", "-c", _LAUNCH, "devsy-session", user, workdir, *mode]
+    they are once the user's environment is set up; `env_names` are the variables the session's env sets."""
+    if words is not None:
+        mode = ["words", *words]
+    elif command is None:
+        mode = ["login"]
+    elif _is_utf8(command):
+        mode = ["command", command]
+    else:
+        mode = ["escaped", _printf_escaped(command)]
+    kept = " ".join(name for name in _ACCOUNT_NAMES if name in env_names)
+    return ["/bin/sh", "-c", _LAUNCH, "devsy-session", user, workdir, kept, *mode]
 
 
-# The connector of a forwarded connection (arguments: host, port). bash's /dev/tcp first: Debian images have bash
-# (Essential) but no nc; busybox images have nc. The connection ends when the destination closes it (the copy
-# towards it is then stopped). bash cannot half-close a socket, so a client's end of input reaches the destination
-# only as the end of the connection: a protocol that waits for it before replying is not served through bash. (fd 4:
-# a background job's stdin is /dev/null unless it names another descriptor.)
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # surrogateescape'd bytes from the SSH request (devsy/agent/guest/server.py _text)
+        return False
+    return True
+
+
+def _printf_escaped(text: str) -> str:
+    """`text`'s bytes as printf %b escapes (\\0NNN for each byte outside printable ASCII, and for backslashes)."""
+    raw = text.encode("utf-8", "surrogateescape")
+    return "".join(chr(b) if 32 <= b < 127 and b != 0x5C else f"\\0{b:03o}" for b in raw)
+
+
+# The connector of a forwarded connection (arguments: host, port), with the first tool the guest has:
+# - perl (Debian's perl-base is Essential, so every Debian and Ubuntu image has it): both directions copied, and the
+#   client's end of input passed on as a half-close, as sshd does; the connection ends when the destination's side
+#   ends (the copy towards it is then stopped);
+# - nc (busybox images);
+# - bash's /dev/tcp, which cannot half-close: the end of either direction ends the connection (a reply still on its
+#   way after the client's end of input is cut short) rather than leave it open until the destination closes it.
+#   (fd 4: a background job's stdin is /dev/null unless it names another descriptor.)
+_PERL_CONNECT = r'''use IO::Socket::INET;
+my $s = IO::Socket::INET->new(PeerAddr => $ARGV[0], PeerPort => $ARGV[1], Proto => "tcp")
+  or die "connect to $ARGV[0]:$ARGV[1]: $!\n";
+binmode STDIN; binmode STDOUT; $| = 1;
+my $child = fork() // die "fork: $!\n";
+if ($child == 0) {
+  while (my $n = sysread($s, my $buf, 65536)) { my $o = 0; while ($o < $n) { $o += syswrite(STDOUT, $buf, $n - $o, $o) // exit 1 } }
+  exit 0;
+}
+$SIG{CHLD} = sub { exit 0 };
+while (my $n = sysread(STDIN, my $buf, 65536)) { my $o = 0; while ($o < $n) { $o += syswrite($s, $buf, $n - $o, $o) // last } }
+shutdown($s, 1);
+waitpid($child, 0);
+exit 0;'''
 _CONNECT = r'''h=$1 p=$2
-if command -v bash >/dev/null 2>&1; then
-  exec bash -c 'exec 3<>"/dev/tcp/$0/$1" 4<&0 || exit 111; cat <&4 >&3 & w=$!; cat <&3; kill "$w" 2>/dev/null
-    exit 0' "$h" "$p"
+if command -v perl >/dev/null 2>&1 && perl -MIO::Socket::INET -e 1 2>/dev/null; then
+  exec perl -e "$DEVSY_CONNECT_PERL" "$h" "$p"
 fi
 if command -v nc >/dev/null 2>&1; then exec nc "$h" "$p"; fi
-echo "the image has neither bash nor nc to connect to $h:$p" >&2
+if command -v bash >/dev/null 2>&1; then
+  exec bash -c 'exec 3<>"/dev/tcp/$0/$1" 4<&0 || exit 111; cat <&3 & r=$!; cat <&4 >&3 & w=$!; wait -n
+    kill "$r" "$w" 2>/dev/null; exit 0' "$h" "$p"
+fi
+echo "the image has neither perl, nc nor bash to connect to $h:$p" >&2
 exit 127'''
 
 
 def connect_argv(host: str, port: int) -> list[str]:
     return ["/bin/sh", "-c", _CONNECT, "devsy-forward", host, str(port)]
+
+
+# The perl program rides in the exec's environment, not in the argv devsy sends.
+CONNECT_ENV = {"DEVSY_CONNECT_PERL": _PERL_CONNECT}
 
 
 def session_environment(base: SessionEnv, requested: dict[str, str]) -> SessionEnv:
@@ -156,22 +215,25 @@ class _Resizer:
 
 
 class _ChannelExec:
-    """A channel served by one driver exec, in a thread of its own; `cancel` kills the exec's tree."""
+    """A channel served by one driver exec, in a thread of its own; `cancel` kills the exec's tree. The server
+    forgets it when it ends (or when its client closes the channel first)."""
 
-    def __init__(self, channel: Any, name: str) -> None:
-        self.channel = channel
+    def __init__(self, server: ExecSessionServer, channel: Any, name: str) -> None:
+        self.server, self.channel = server, channel
         self.cancel = CancelToken()
-        self._thread = threading.Thread(target=self._run, name=f"{name}-{channel.get_id()}", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"{name}-{channel.get_id()}", daemon=True)
+
+    def _serve(self) -> None:
+        try:
+            self._run()
+        finally:
+            self.server.forget(self)
 
     def _run(self) -> None:
         raise NotImplementedError
 
     def start(self) -> None:
         self._thread.start()
-
-    def active(self) -> bool:
-        """Not yet started, or running."""
-        return self._thread.ident is None or self._thread.is_alive()
 
     def join(self, timeout: float) -> bool:
         """Whether it has ended (or never started), after waiting up to `timeout`."""
@@ -184,8 +246,8 @@ class ExecSession(_ChannelExec):
     """One session channel run as one driver exec (the interface AgentServer expects of a session)."""
 
     def __init__(self, server: ExecSessionServer, channel: Any, username: str, spec: SessionSpec) -> None:
-        super().__init__(channel, "exec-session")
-        self.server, self.username, self.spec = server, username, spec
+        super().__init__(server, channel, "exec-session")
+        self.username, self.spec = username, spec
         self._nonce = secrets.token_hex(8)
         self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None else None
 
@@ -215,7 +277,8 @@ class ExecSession(_ChannelExec):
                                    self.spec.command)
         stdin = channel_input(self.channel)
         request = ExecRequest(
-            argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command, words), env.unset),
+            argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command, words, values),
+                            env.unset),
             stdin=stdin, owns_stdin=True,  # type: ignore[arg-type]
             stdout=ChannelOutput(self.channel, stderr=False),  # type: ignore[arg-type]
             stderr=ChannelOutput(self.channel, stderr=True),  # type: ignore[arg-type]
@@ -249,15 +312,15 @@ class ExecForward(_ChannelExec):
     """One forwarded connection (`ssh -L`): the channel is the stdin and stdout of a connector in the guest."""
 
     def __init__(self, server: ExecSessionServer, channel: Any, host: str, port: int) -> None:
-        super().__init__(channel, "exec-forward")
-        self.server, self.host, self.port = server, host, port
+        super().__init__(server, channel, "exec-forward")
+        self.host, self.port = host, port
 
 
     def _run(self) -> None:
         stdin, errors = channel_input(self.channel), io.BytesIO()
         request = ExecRequest(argv=connect_argv(self.host, self.port), stdin=stdin, owns_stdin=True,  # type: ignore
                               stdout=ChannelOutput(self.channel, stderr=False), stderr=errors,  # type: ignore
-                              user=self.server.username, cancel=self.cancel)
+                              user=self.server.username, env=dict(CONNECT_ENV), cancel=self.cancel)
         try:
             result = self.server.driver.exec(self.server.workspace_id, request)
             if result.exit_code != 0 and not self.cancel.is_cancelled():
@@ -274,14 +337,14 @@ class ExecForward(_ChannelExec):
 
 
 class ExecSessionServer(AgentServer):
-    """The agent's SSH server, with sessions and forwards run as driver execs, and no terminals."""
+    """The agent's SSH server, with sessions and forwards run as driver execs, and terminals through `script`."""
 
     def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv, terminal: str = "",
                  report: Any = lambda message: None) -> None:
         super().__init__(workdir)
         self.driver, self.workspace_id, self.base_env, self.report = driver, workspace_id, base_env, report
         self.terminal = terminal  # the guest's util-linux `script`, or "": then no session gets a pty
-        self._all: list[_ChannelExec] = []
+        self._all: dict[int, _ChannelExec] = {}  # channel id -> what serves it, until the channel closes
         self._all_lock = threading.Lock()
         self._destinations: dict[int, tuple[str, int]] = {}
 
@@ -294,6 +357,10 @@ class ExecSessionServer(AgentServer):
         session = ExecSession(self, channel, self.username, spec)
         self._track(session)
         return session
+
+    def prepare_forward(self, host: str, port: int) -> None:
+        """Nothing to prepare here: the connection is made in the guest by the forward's exec (ExecForward), never
+        from this host (whose network is not the guest's)."""
 
     def check_channel_direct_tcpip_request(self, chanid: int, origin: Any, destination: Any) -> int:
         with self._all_lock:
@@ -312,16 +379,33 @@ class ExecSessionServer(AgentServer):
 
     def _track(self, item: _ChannelExec) -> None:
         with self._all_lock:
-            self._all = [*(other for other in self._all if other.active()), item]  # drop finished ones
+            self._all[item.channel.get_id()] = item
+
+    def forget(self, item: _ChannelExec) -> None:
+        with self._all_lock:
+            if self._all.get(item.channel.get_id()) is item:
+                del self._all[item.channel.get_id()]
+        super().channel_closed(item.channel)  # the agent server's own records of the session
+
+    def channel_closed(self, channel: Any) -> None:
+        """The client closed the channel. A session still running has nobody to report to, so its exec's tree is
+        killed, as sshd hangs a session up. A forward is left to end as its connection does: the data it was sent
+        before the close is still on its way to the destination, followed by the client's end of input."""
+        super().channel_closed(channel)
+        with self._all_lock:
+            item = self._all.get(channel.get_id())
+        if isinstance(item, ExecSession):
+            item.cancel.cancel()
 
     def end_all(self, timeout: float) -> None:
         """Kill every session's command tree and wait (bounded) until their execs have returned."""
         with self._all_lock:
-            sessions = list(self._all)
-        for session in sessions:
-            session.cancel.cancel()
-        for session in sessions:
-            session.join(timeout)
+            items = list(self._all.values())
+        for item in items:
+            item.cancel.cancel()
+        deadline = time.monotonic() + timeout  # one bound for all of them: they end in parallel
+        for item in items:
+            item.join(max(0.0, deadline - time.monotonic()))
 
 
 class ExecSessionTunnel:

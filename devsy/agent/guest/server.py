@@ -24,7 +24,7 @@ from .tuning import MAX_PACKET_SIZE, WINDOW_SIZE
 
 paramiko = import_paramiko()
 from paramiko.channel import Channel  # noqa: E402 - after the fast import above
-from paramiko.common import MSG_CHANNEL_REQUEST  # noqa: E402
+from paramiko.common import MSG_CHANNEL_CLOSE, MSG_CHANNEL_REQUEST  # noqa: E402
 
 log = logging.getLogger("devsy_agent.server")
 
@@ -50,9 +50,56 @@ def _request_then_start(channel: Channel, message) -> None:
         server.start_pending(channel)
 
 
+def _close_then_forget(channel: Channel, message) -> None:
+    """The client closed a channel: paramiko's handling, then the server forgets it (and ends what still serves it:
+    devsy's exec sessions kill the exec of a channel whose client has gone)."""
+    server = channel.transport.server_object if channel.transport is not None else None
+    Channel._handle_close(channel, message)
+    if isinstance(server, AgentServer):
+        server.channel_closed(channel)
+
+
 class _Transport(KexSafeSends, paramiko.Transport):
     _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
     _channel_handler_table[MSG_CHANNEL_REQUEST] = _request_then_start
+    _channel_handler_table[MSG_CHANNEL_CLOSE] = _close_then_forget
+
+    def _parse_channel_open(self, m) -> None:
+        """A `direct-tcpip` open is answered from a thread of its own, once the guest's connection is made or has
+        failed: a connect may take seconds, and this (the transport) thread carries every other channel."""
+        start = m.packet.tell()
+        kind = m.get_text()
+        m.packet.seek(start)
+        if kind != "direct-tcpip" or not isinstance(self.server_object, AgentServer):
+            super()._parse_channel_open(m)
+            return
+        threading.Thread(target=self._open_forward, args=(m,), name="forward-open", daemon=True).start()
+
+    def _open_forward(self, m) -> None:
+        start = m.packet.tell()
+        for read in (m.get_text, m.get_int, m.get_int, m.get_int):  # kind, sender channel, window, packet size
+            read()
+        host, port = _text(m.get_text()), m.get_int()
+        m.packet.seek(start)
+        self.server_object.prepare_forward(host, port)  # what check_channel_direct_tcpip_request, below, answers
+        if not self._clear_to_send():
+            return  # the connection ended meanwhile
+        try:  # as paramiko's own sends from outside its thread: never in the middle of a key exchange
+            super()._parse_channel_open(m)
+        except Exception as exc:  # noqa: BLE001 - a connection that ended under it; nothing to answer any more
+            log.debug("answering a forward's open failed: %s", exc)
+        finally:
+            self.clear_to_send_lock.release()
+
+    def _clear_to_send(self) -> bool:
+        """Hold clear_to_send_lock while no key exchange runs (paramiko's _send_user_message does the same)."""
+        while self.active:
+            self.clear_to_send.wait(0.1)
+            self.clear_to_send_lock.acquire()
+            if self.clear_to_send.is_set():
+                return True
+            self.clear_to_send_lock.release()
+        return False
 
     def _queue_incoming_channel(self, channel: Channel) -> None:
         """A channel the client opened, now confirmed: a forward starts copying here. Others are queued as paramiko
@@ -73,6 +120,7 @@ class AgentServer(paramiko.ServerInterface):
         self._pending: dict = {}  # channel id -> Session to start once the reply is out
         self._sessions: dict = {}
         self._forwards: dict = {}  # channel id -> the guest's connection of a direct-tcpip channel being opened
+        self._prepared = threading.local()  # the connection prepare_forward made, in the thread answering the open
 
     # -- authentication (see the module docstring) --------------------------------------------------------------
     def get_allowed_auths(self, username: str) -> str:
@@ -98,14 +146,19 @@ class AgentServer(paramiko.ServerInterface):
         return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 
     # -- local port forwarding (`ssh -L`) -------------------------------------------------------------------------
-    def check_channel_direct_tcpip_request(self, chanid, origin, destination):
-        """Connect to the destination now, so that a refused connection is the channel's open failure (OpenSSH:
-        "connect failed"); the copy starts once the channel exists (start_forward)."""
-        host, port = _text(destination[0]), int(destination[1])
+    def prepare_forward(self, host: str, port: int) -> None:
+        """Connect to a forward's destination, in the thread that then answers its open (_Transport._open_forward),
+        so that a refused connection is the channel's open failure (OpenSSH: "connect failed")."""
         try:
-            sock = forward.connect(host, port)
+            self._prepared.result = forward.connect(host, port)
         except OSError as exc:
             log.info("forward to %s:%d failed: %s", host, port, exc)
+            self._prepared.result = None
+
+    def check_channel_direct_tcpip_request(self, chanid, origin, destination):
+        """The prepared connection's outcome; the copy starts once the channel exists (start_forward)."""
+        sock, self._prepared.result = getattr(self._prepared, "result", None), None
+        if sock is None:
             return paramiko.OPEN_FAILED_CONNECT_FAILED
         with self._lock:
             self._forwards[chanid] = sock
@@ -174,6 +227,15 @@ class AgentServer(paramiko.ServerInterface):
                 session = self._pending.get(channel.get_id())
         if session is not None and not session.deliver_signal(name):
             log.debug("signal %s for channel %d: nothing to signal", name, channel.get_id())
+
+    def channel_closed(self, channel: Channel):
+        """Forget a channel the client closed (a long-lived connection would otherwise keep every session it had);
+        returns its session, if it had one."""
+        with self._lock:
+            self._specs.pop(channel.get_id(), None)
+            self._forwards.pop(channel.get_id(), None)
+            pending = self._pending.pop(channel.get_id(), None)
+            return self._sessions.pop(channel.get_id(), None) or pending
 
     def _session(self, channel: Channel) -> Optional[Session]:
         with self._lock:
