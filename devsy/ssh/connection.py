@@ -23,7 +23,7 @@ from devsy.driver.base import CancelToken
 from devsy.errors import Cancelled, DevsyError
 from devsy.progress import Progress
 from devsy.ssh.client import connect
-from devsy.ssh.tunnel import AgentTunnel
+from devsy.ssh.tunnel import AgentTunnel, Tunnel
 
 if TYPE_CHECKING:
     from devsy.devcontainer.session_env import SessionEnv
@@ -76,7 +76,7 @@ def server_args(ws: OpenWorkspace) -> list[str]:
 @dataclass
 class AgentConnection:
     transport: Any  # paramiko Transport, authenticated
-    tunnel: AgentTunnel | ExecSessionTunnel
+    tunnel: Tunnel
     _sock: socket.socket
     ended: threading.Event  # set when the agent's exec has ended
 
@@ -111,7 +111,7 @@ def open_agent_connection(ws: OpenWorkspace, agent: AgentPath, user: str, *, std
         ended.set()
         on_end()
 
-    tunnel: AgentTunnel | ExecSessionTunnel
+    tunnel: Tunnel
     if agent.exec_sessions():
         tunnel = exec_session_tunnel(ws, read_fd=theirs.fileno(), write_fd=theirs.fileno(), cancel=cancel,
                                      stderr=stderr, on_end=tunnel_ended)
@@ -147,7 +147,7 @@ def exec_session_tunnel(ws: OpenWorkspace, *, read_fd: int, write_fd: int, cance
                              on_end=on_end)
 
 
-def raise_for_tunnel(tunnel: AgentTunnel | ExecSessionTunnel, workspace_id: str) -> None:
+def raise_for_tunnel(tunnel: Tunnel, workspace_id: str) -> None:
     """Turn how the agent's exec ended into the error a user can act on (nothing to do when it ended cleanly)."""
     if tunnel.cancel.is_cancelled():
         raise Cancelled("cancelled", hint="the command's processes in the workspace were stopped")

@@ -37,7 +37,7 @@ from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.errors import DevsyError
 from devsy.ssh.exec_terminal import resize_argv, under_terminal
-from devsy.ssh.tunnel import GatedInput
+from devsy.ssh.tunnel import GatedInput, Tunnel
 
 paramiko = import_paramiko()
 log = logging.getLogger("devsy.ssh.exec_sessions")
@@ -408,7 +408,7 @@ class ExecSessionServer(AgentServer):
             item.join(max(0.0, deadline - time.monotonic()))
 
 
-class ExecSessionTunnel:
+class ExecSessionTunnel(Tunnel):
     """The host-side counterpart of AgentTunnel (devsy/ssh/tunnel.py): serves one SSH connection on `read_fd` /
     `write_fd` in this process, with the same attributes the callers read (result, error, output_seen, cancel)."""
 
@@ -417,19 +417,9 @@ class ExecSessionTunnel:
                  base_env: SessionEnv | None = None, on_end: Any = lambda: None) -> None:
         self.server = ExecSessionServer(driver, workspace_id, workdir, base_env or SessionEnv({}), terminal=terminal,
                                         report=lambda message: _report(stderr, message))
+        # output_seen: nothing here can fail before speaking SSH the way a missing agent does.
+        super().__init__("devsy-exec-sessions", cancel, on_end, output_seen=True)
         self._read_fd, self._write_fd, self._host_key_dir = read_fd, write_fd, host_key_dir
-        self.cancel, self.on_end = cancel, on_end
-        self.result: ExecResult | None = None
-        self.error: BaseException | None = None
-        self.output_seen = True  # nothing here can fail before speaking SSH the way a missing agent does
-        self._thread = threading.Thread(target=self.run, name="devsy-exec-sessions", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     def run(self) -> None:
         transport = None

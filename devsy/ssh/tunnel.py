@@ -108,21 +108,15 @@ class _AgentOutput(io.RawIOBase):
         return len(data)
 
 
-class AgentTunnel:
-    """Runs the agent over driver exec (in the calling thread with run(), or in a thread with start())."""
+class Tunnel:
+    """What a tunnel gives its callers (connection.py, command.py): run() in the calling thread or start() in one of
+    its own, join(), then `result` or `error`, and whether the peer spoke at all (`output_seen`)."""
 
-    def __init__(self, driver: Driver, workspace_id: str, guest_path: str, args: list[str], *, input_fd: int,
-                 write_output: Callable[[bytes], None], stderr: BinaryIO, cancel: CancelToken,
-                 redeliver: Callable[[], str], on_end: Callable[[], None] = lambda: None,
-                 env: dict[str, str] | None = None) -> None:
-        self.driver, self.workspace_id, self.guest_path, self.args = driver, workspace_id, guest_path, args
-        self.env = dict(env or {})  # the agent process's own additions (its sessions' remoteEnv, see command.py)
-        self.input_fd, self.write_output, self.stderr, self.cancel = input_fd, write_output, stderr, cancel
-        self.redeliver, self.on_end = redeliver, on_end
+    def __init__(self, name: str, cancel: CancelToken, on_end: Callable[[], None], *, output_seen: bool) -> None:
+        self.cancel, self.on_end, self.output_seen = cancel, on_end, output_seen
         self.result: ExecResult | None = None
         self.error: BaseException | None = None
-        self.output_seen = False
-        self._thread = threading.Thread(target=self.run, name="devsy-ssh-tunnel", daemon=True)
+        self._thread = threading.Thread(target=self.run, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -130,6 +124,23 @@ class AgentTunnel:
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class AgentTunnel(Tunnel):
+    """Runs the agent over driver exec (in the calling thread with run(), or in a thread with start())."""
+
+    def __init__(self, driver: Driver, workspace_id: str, guest_path: str, args: list[str], *, input_fd: int,
+                 write_output: Callable[[bytes], None], stderr: BinaryIO, cancel: CancelToken,
+                 redeliver: Callable[[], str], on_end: Callable[[], None] = lambda: None,
+                 env: dict[str, str] | None = None) -> None:
+        super().__init__("devsy-ssh-tunnel", cancel, on_end, output_seen=False)
+        self.driver, self.workspace_id, self.guest_path, self.args = driver, workspace_id, guest_path, args
+        self.env = dict(env or {})  # the agent process's own additions (its sessions' remoteEnv, see command.py)
+        self.input_fd, self.write_output, self.stderr = input_fd, write_output, stderr
+        self.redeliver = redeliver
 
     def run(self) -> None:
         try:
