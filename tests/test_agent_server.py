@@ -11,8 +11,10 @@ import threading
 
 import pytest
 
+from devsy import process_tree
 from devsy.agent.build import build_agent
 from devsy.agent.guest.pipe_socket import PipeSocket
+from devsy.bounded_wait import poll_until
 from devsy.ssh.client import PtyRequest, SessionRequest, connect, open_session, session_end
 
 
@@ -99,3 +101,22 @@ def test_channels_close_cleanly_while_keys_are_re_exchanged(agent_transport):
         assert channel.status_event.wait(10), "the exit status did not arrive: the transport stalled"
         assert (received, session_end(channel).exit_code) == (100000, 0)
     assert transport.is_active()
+
+
+def test_a_session_whose_channel_the_client_closes_is_hung_up(agent_transport):
+    # The connection stays; only the channel goes. Its program must not run on with nobody to read or end it.
+    transport, _ = agent_transport
+    channel = open_session(transport, SessionRequest("echo $$; exec sleep 4242"))
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = channel.recv(64)
+        assert chunk, line
+        line += chunk
+    pinned = process_tree.pin_started(int(line), process_tree.start_time(int(line)))
+    assert pinned is not None
+    with pinned:
+        channel.close()
+        poll_until(pinned.exited, bool, timeout=20, interval=0.05, what="the hung-up session's program to end")
+    # The connection still serves sessions.
+    out, _, end = _run(transport, SessionRequest("echo still"))
+    assert (out, end.exit_code) == (b"still\n", 0)

@@ -251,7 +251,6 @@ class ExecSession(_ChannelExec):
         self._nonce = secrets.token_hex(8)
         self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None else None
 
-
     def resize(self, cols: int, rows: int, width_px: int, height_px: int) -> bool:
         if self._resizer is None:
             return False  # a session without a terminal
@@ -314,7 +313,6 @@ class ExecForward(_ChannelExec):
     def __init__(self, server: ExecSessionServer, channel: Any, host: str, port: int) -> None:
         super().__init__(server, channel, "exec-forward")
         self.host, self.port = host, port
-
 
     def _run(self) -> None:
         stdin, errors = channel_input(self.channel), io.BytesIO()
@@ -387,15 +385,9 @@ class ExecSessionServer(AgentServer):
                 del self._all[item.channel.get_id()]
         super().channel_closed(item.channel)  # the agent server's own records of the session
 
-    def channel_closed(self, channel: Any) -> None:
-        """The client closed the channel. A session still running has nobody to report to, so its exec's tree is
-        killed, as sshd hangs a session up. A forward is left to end as its connection does: the data it was sent
-        before the close is still on its way to the destination, followed by the client's end of input."""
-        super().channel_closed(channel)
-        with self._all_lock:
-            item = self._all.get(channel.get_id())
-        if isinstance(item, ExecSession):
-            item.cancel.cancel()
+    # channel_closed (AgentServer's) hangs up a session whose client closed its channel: ExecSession.hangup kills the
+    # exec's tree. A forward is left to end as its connection does: the data it was sent before the close is still
+    # on its way to the destination, followed by the client's end of input.
 
     def end_all(self, timeout: float) -> None:
         """Kill every session's command tree and wait (bounded) until their execs have returned."""

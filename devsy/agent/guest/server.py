@@ -228,14 +228,17 @@ class AgentServer(paramiko.ServerInterface):
         if session is not None and not session.deliver_signal(name):
             log.debug("signal %s for channel %d: nothing to signal", name, channel.get_id())
 
-    def channel_closed(self, channel: Channel):
-        """Forget a channel the client closed (a long-lived connection would otherwise keep every session it had);
-        returns its session, if it had one."""
+    def channel_closed(self, channel: Channel) -> None:
+        """Forget a closed channel (a long-lived connection would otherwise keep every session it had). A session
+        whose client closed the channel while its program runs is hung up, as it would be when the whole connection
+        ends (hangup_all): nobody can read its output or end it any more."""
         with self._lock:
             self._specs.pop(channel.get_id(), None)
             self._forwards.pop(channel.get_id(), None)
-            pending = self._pending.pop(channel.get_id(), None)
-            return self._sessions.pop(channel.get_id(), None) or pending
+            self._pending.pop(channel.get_id(), None)
+            session = self._sessions.pop(channel.get_id(), None)
+        if session is not None:
+            session.hangup()  # nothing to do for one that has ended
 
     def _session(self, channel: Channel) -> Optional[Session]:
         with self._lock:
