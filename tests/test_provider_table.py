@@ -59,9 +59,15 @@ def test_the_cli_lists_and_launches_a_provider_added_as_a_row(tmp_path: Path, gu
                        "--provider", "external-fake", "--provider-option", f"DEVSY_FAKE_STATE_DIR={state}", "--json",
                        tmp_path=tmp_path)
     outcome = json.loads(up.stdout)
-    # The fake simulates exec by scenario name only, so agent delivery fails in it: proof devsy-fake-runtime ran.
-    assert outcome["outcome"] == "error" and "fake runtime: /bin/sh: no such scenario" in outcome["error"]["message"]
-    assert state.is_dir() and not list(state.iterdir()), "the failed up left a workspace in the fake provider"
+    assert outcome["outcome"] == "success", up.stdout + up.stderr
+    # The fake simulates exec by scenario name only, so `/bin/sh` exits 127 in it and devsy serves SSH from the host
+    # (exec sessions): that, and the instance in the fake's own state, is the proof devsy-fake-runtime ran.
+    assert outcome["workspace"]["ssh_path"] == "exec" and "has no usable /bin/sh (exit 127)" in up.stderr
+    assert len(list(state.iterdir())) == 1, "the fake provider holds no instance for the workspace"
+
+    deleted = with_fake_row("devsy", "delete", "fake-row", "--json", tmp_path=tmp_path)
+    assert json.loads(deleted.stdout)["outcome"] == "success", deleted.stdout + deleted.stderr
+    assert not list(state.iterdir()), "delete left the workspace's instance in the fake provider"
 
 
 def test_an_unknown_provider_hint_lists_every_row_including_an_added_one(tmp_path: Path) -> None:
