@@ -50,11 +50,8 @@ class Stopped:
 
 def start_time(pid: int) -> int | None:
     """/proc/PID/stat field 22 (start time in clock ticks since boot): with the pid, a process's identity."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
 
 
 class Pinned:
@@ -233,6 +230,75 @@ def stop_child_collecting(proc: subprocess.Popen, *, group: bool = True, grace: 
     return Collected(result.pid, result.outcome, *output)
 
 
+# How long a frozen tree's members may take to show as stopped: SIGSTOP takes effect when each returns to user space.
+FREEZE_WAIT_S = 2.0
+
+
+def kill_tree(root: Pinned, *, kill_wait: float = KILL_WAIT_S) -> list[Stopped]:
+    """KILL `root` and all its descendants, found by their parent links in /proc: for processes that are not our
+    children and lead no group of their own (a container's exec, seen from the host).
+
+    Each member is frozen (SIGSTOP) as it is found and the search repeats once all of them show as stopped, so a
+    fork under way is seen rather than missed; a member's identity is proven by its parent being a frozen member (a
+    stopped parent cannot end, so its child's pid names that child). A descendant that was already reparented
+    elsewhere (a daemon that double-forked) is not in the tree and is left alone. The caller closes `root`."""
+    from devsy.bounded_wait import WaitTimeout, poll_until  # only here: this module stays standard library
+
+    tree = {root.pid: root}
+    root.signal(signal.SIGSTOP)
+    try:
+        while True:
+            with contextlib.suppress(WaitTimeout):  # one that never shows stopped is KILLed all the same
+                poll_until(lambda: [pid for pid in tree if _state(pid) not in ("T", "Z", "X", None)],
+                           lambda running: not running, timeout=FREEZE_WAIT_S, interval=0.005,
+                           what="the process tree to stop")
+            found = _children_of(tree)
+            if not found:
+                break
+            tree.update(found)
+        running = [member for member in tree.values() if not member.exited()]  # a zombie is not killed: gone
+        killed = {one.pid: one for one in stop(running, group=False, grace=0, kill_wait=kill_wait)}
+        return [killed.get(pid, Stopped(pid, Outcome.GONE)) for pid in tree]
+    finally:
+        for member in tree.values():
+            if member is not root:
+                member.close()
+
+
+def _children_of(tree: dict[int, Pinned]) -> dict[int, Pinned]:
+    """The processes outside `tree` whose parent is in it, pinned and frozen."""
+    found: dict[int, Pinned] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in tree:
+            continue
+        pid = int(entry.name)
+        if _parent(pid) not in tree:
+            continue
+        child = pin(pid, lambda pid=pid: _parent(pid) in tree)  # type: ignore[misc]
+        if child is not None:
+            child.signal(signal.SIGSTOP)
+            found[pid] = child
+    return found
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat from field 3 (state) on; None once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 def kill_and_reap_group(pgid: int, timeout: float) -> tuple[int, bool]:
     """SIGKILL the group `pgid` of our children (a subreaper's: orphans reparent to it) and reap its members only;
     (how many were reaped, whether all were within `timeout`). Members that started a session of their own are in
@@ -267,11 +333,8 @@ def group_members(pgid: int) -> list[int]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended while we looked
-        if fields[0] != "Z" and int(fields[2]) == pgid:
+        fields = _stat_fields(int(entry.name))
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid:  # None: it ended while we looked
             members.append(int(entry.name))
     return members
 

@@ -183,3 +183,54 @@ def test_kill_and_reap_group_reaps_our_members_only(children) -> None:
     with pytest.raises(ChildProcessError):  # reaped by the group call: nothing left to wait for
         os.waitpid(proc.pid, os.WNOHANG)
     proc.returncode = -signal.SIGKILL  # tell the handle what the group call already collected
+
+
+# A tree in its own sessions (no group reaches it all): a child that ignores TERM, a grandchild in a session of its
+# own, and a daemon that double-forked away (reparented, so no longer in the tree). It prints the pids once all run.
+_TREE = """
+set -e
+sleep 600 & a=$!
+(trap '' TERM; setsid sleep 600 & wait) & b=$!
+daemon=$(sh -c 'setsid sleep 600 >/dev/null 2>&1 & echo $!')
+echo "$a $b $daemon"
+wait
+"""
+
+
+def _descendants(pid: int) -> set[int]:
+    import psutil
+
+    return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+
+
+def test_kill_tree_kills_every_descendant_found_by_parent_links_and_leaves_a_reparented_daemon(children) -> None:
+    import psutil
+
+    proc = subprocess.Popen(["sh", "-c", _TREE], stdout=subprocess.PIPE, start_new_session=True)
+    children.append(proc)
+    assert proc.stdout is not None
+    daemon = int(proc.stdout.readline().split()[2])
+    wait_until(lambda: len(_descendants(proc.pid)) == 3, timeout=10, interval=0.01, what="the tree to start")
+    tree = _descendants(proc.pid)
+    assert daemon not in tree  # its parent exited before the line was printed: it was reparented
+    try:
+        with process_tree.pin_child(proc) as root:  # type: ignore[union-attr]
+            stopped = process_tree.kill_tree(root)
+        assert {one.pid for one in stopped} == tree | {proc.pid}
+        assert all(one.outcome is Outcome.KILLED for one in stopped), stopped
+        assert proc.wait(10) == -signal.SIGKILL
+        assert not [pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+        assert psutil.Process(daemon).status() != "zombie", "the reparented daemon was not in the tree"
+    finally:
+        if psutil.pid_exists(daemon):
+            os.kill(daemon, signal.SIGKILL)
+
+
+def test_kill_tree_of_a_process_that_already_exited_signals_nothing(children) -> None:
+    proc = subprocess.Popen(["true"])
+    children.append(proc)
+    root = process_tree.pin_child(proc)
+    assert root is not None
+    with root:
+        root.wait(10)  # it exited (a zombie until reaped): nothing of it runs
+        assert [one.outcome for one in process_tree.kill_tree(root)] == [Outcome.GONE]
