@@ -126,3 +126,14 @@ def busybox_image() -> str:
 
     return ensure_guest_image(tag=BUSYBOX_IMAGE_TAG, recipe=GUEST_IMAGES[BUSYBOX_IMAGE_TAG],
                               progress=lambda *_: None).tag
+
+
+@pytest.fixture(scope="session")
+def no_shell_image(docker_client, busybox_image: str) -> str:
+    """busybox without its applet links: no /bin/sh (its commands run as `/bin/busybox NAME`). Its entrypoint keeps
+    it running, so a workspace of it uses `overrideCommand: false`."""
+    tag = "devsy-test-noshell:" + busybox_image.replace(":", "-")
+    dockerfile = (f"FROM {busybox_image} AS bb\nFROM scratch\nCOPY --from=bb /bin/busybox /bin/busybox\n"
+                  'COPY --from=bb /etc/passwd /etc/group /etc/\nENTRYPOINT ["/bin/busybox", "sleep", "86400"]\n')
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
+    return tag

@@ -6,7 +6,6 @@ test_ssh_interactive.py, ssh -L in test_port_forward.py, each for both session p
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import secrets
@@ -102,16 +101,11 @@ def test_busybox_image_sessions_without_a_terminal(devsy, busybox_image, tmp_pat
     devsy.run("delete", ws_id)
 
 
-def test_an_image_without_a_shell_comes_up(devsy, busybox_image, docker_client, tmp_path):
-    # busybox without its applet links: no /bin/sh. Its own entrypoint keeps it running (overrideCommand false).
-    tag = "devsy-test-noshell:" + busybox_image.replace(":", "-")
-    dockerfile = (f"FROM {busybox_image} AS bb\nFROM scratch\nCOPY --from=bb /bin/busybox /bin/busybox\n"
-                  'COPY --from=bb /etc/passwd /etc/group /etc/\nENTRYPOINT ["/bin/busybox", "sleep", "86400"]\n')
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
+def test_an_image_without_a_shell_comes_up(devsy, no_shell_image, tmp_path):
     ws_id = f"ns-{secrets.token_hex(4)}"
     devsy.created.add(ws_id)
-    up = devsy.up(make_project(tmp_path / "no-shell", {"image": tag, "overrideCommand": False}), "--id", ws_id,
-                  *HOST_NET)
+    up = devsy.up(make_project(tmp_path / "no-shell", {"image": no_shell_image, "overrideCommand": False}),
+                  "--id", ws_id, *HOST_NET)
     assert up.json["workspace"]["ssh_path"] == "exec", up.text
     assert f"workspace {ws_id} has no usable /bin/sh" in devsy.run("status", ws_id).stdout.decode()
     # Sessions need the shell: a clear failure (the engine's message, which Docker writes on the exec's output stream,

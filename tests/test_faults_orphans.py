@@ -248,8 +248,8 @@ def test_a_command_the_engine_starts_after_its_owner_died_is_still_killed(runnin
     first_kill_done = threading.Event()
     real_kill = docker_driver.DockerDriver.kill_tree
 
-    def kill_then_tell(self, container_id: str, kill_token: str) -> None:
-        real_kill(self, container_id, kill_token)
+    def kill_then_tell(self, container_id: str, kill_token: str, kill_exec_id: str = "") -> None:
+        real_kill(self, container_id, kill_token, kill_exec_id)
         first_kill_done.set()
 
     monkeypatch.setattr(docker_driver.DockerDriver, "kill_tree", kill_then_tell)

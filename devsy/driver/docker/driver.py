@@ -6,6 +6,7 @@ import contextlib
 import io
 import secrets
 import threading
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import docker
@@ -23,7 +24,7 @@ from devsy.driver.base import (
     MountType,
     RunOptions,
 )
-from devsy.driver.docker import container_spec, exec_tree
+from devsy.driver.docker import container_spec, direct_exec, exec_tree
 from devsy.driver.docker.engine import connect, engine_errors
 from devsy.driver.docker.exec_signal import SignalTrailer, signal_name
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
@@ -48,6 +49,7 @@ class DockerDriver:
     def __init__(self, options: DockerOptions | None = None, client: docker.DockerClient | None = None) -> None:
         self.options = options or DockerOptions()
         self._client = client
+        self._shells: dict[str, bool] = {}  # container id -> whether it has /bin/sh
 
     @property
     def client(self) -> docker.DockerClient:
@@ -203,7 +205,8 @@ class DockerDriver:
             # Go SDK's fake and every other devsy provider answer.
             raise PreconditionFailed(f"workspace {workspace_id} is stopped",
                                      hint=f"run `devsy start {workspace_id}` first")
-        token = exec_tree.new_token()
+        # A shell-less image runs the argv as is (see direct_exec.py); every other one under the wrapper.
+        token = exec_tree.new_token() if self._has_shell(container.id) else ""
         # Started before the command: if this process dies in any way before the command's end is known, the guard
         # kills its tree (the engine would keep it running, discarding its output, for ever).
         guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
@@ -215,13 +218,20 @@ class DockerDriver:
         finally:
             guard.close()
 
+    def _has_shell(self, container_id: str) -> bool:
+        if container_id not in self._shells:  # one look per container for this driver's life (a provider's: long)
+            self._shells[container_id] = direct_exec.has_shell(self.client.api, container_id)
+        return self._shells[container_id]
+
     def _exec_attached(self, workspace_id: str, container_id: str, token: str, request: ExecRequest,
                        guard: ExecGuard) -> tuple[ExecResult, bool]:
-        """Run the command; (result, whether its end is known: its output ended, or we killed its tree)."""
+        """Run the command (under the wrapper tagged `token`, or as is when `token` is empty); (result, whether its
+        end is known: its output ended, or we killed its tree)."""
         api = self.client.api
         with engine_errors(f"starting a command in workspace {workspace_id}"):
             exec_id = api.exec_create(
-                container_id, exec_tree.wrap(request.argv, token), stdin=True, stdout=True, stderr=True,
+                container_id, exec_tree.wrap(request.argv, token) if token else request.argv,
+                stdin=True, stdout=True, stderr=True,
                 user=request.user or "", workdir=request.workdir or None,
                 environment=[f"{k}={v}" for k, v in request.env.items()] or None,
             )["Id"]
@@ -230,12 +240,13 @@ class DockerDriver:
             attached = AttachedExec(api, exec_id)
         copier = StdinPump(request.stdin or io.BytesIO(b""), attached.send, attached.close_stdin,
                            owns_source=request.owns_stdin)
-        cancellation = _Cancellation(self, container_id, token, request, attached, copier)
+        cancellation = _Cancellation(lambda: self.kill_tree(container_id, token, exec_id), request, attached, copier)
         # Stop the input copy at once on cancel, so the command cannot see end of input and exit before the kill.
         unsubscribe = request.cancel.on_cancel(cancellation.wake_up)
         copier.start()
         cancellation.start()
-        stderr = SignalTrailer(token, request.stderr)  # the wrapper says there whether a signal ended the command
+        # The wrapper says on stderr whether a signal ended the command; a direct exec has no wrapper to say it.
+        stderr = SignalTrailer(token, request.stderr) if token else _NoTrailer(request.stderr)
         try:
             pump_output(attached, request.stdout, stderr)
             stderr.close()
@@ -264,8 +275,12 @@ class DockerDriver:
         result = ExecResult(exit_code=code, signal=signal_name(stderr.number)) if stderr.number else ExecResult(code)
         return result, cancellation.output_ended.is_set()
 
-    def kill_tree(self, container_id: str, token: str) -> None:
+    def kill_tree(self, container_id: str, token: str, exec_id: str = "") -> None:
+        """Kill the tree of the command tagged `token`, or (no token: a shell-less image) of the exec `exec_id`."""
         api = self.client.api
+        if not token:
+            direct_exec.kill_exec_tree(api, container_id, exec_id)
+            return
         with engine_errors("stopping a cancelled command"):
             kill_id = api.exec_create(container_id, exec_tree.kill_tree_argv(token), user="0")["Id"]
             api.exec_start(kill_id)
@@ -309,14 +324,16 @@ def kill_orphaned_tree(container_id: str, token: str, exec_id: str = "") -> None
     driver = DockerDriver()
 
     def killed_and_ended() -> bool:
-        driver.kill_tree(container_id, token)
+        if exec_id or token:
+            driver.kill_tree(container_id, token, exec_id)
         if not exec_id:
             return True
         with engine_errors("reading an orphaned command's state"):
             info = driver.client.api.exec_inspect(exec_id)
         return info.get("ExitCode") is not None and not info.get("Running")
 
-    with contextlib.suppress(WaitTimeout):  # never started within the bound: nothing of it can run any more
+    # Never started within the bound: nothing of it can run any more.
+    with contextlib.suppress(WaitTimeout, direct_exec.ExecNeverStarted):
         wait_until(killed_and_ended, timeout=_ORPHAN_START_WAIT_S, interval=0.2,
                    what=f"the orphaned exec {exec_id[:12]} to end")
 
@@ -328,10 +345,10 @@ class _Cancellation(threading.Thread):
     pump itself (a closed stdout pipe) comes just as the pump returns, and must still kill.
     """
 
-    def __init__(self, driver: DockerDriver, container_id: str, token: str, request: ExecRequest,
-                 attached: AttachedExec, copier: StdinPump) -> None:
+    def __init__(self, kill_tree: Callable[[], None], request: ExecRequest, attached: AttachedExec,
+                 copier: StdinPump) -> None:
         super().__init__(name="devsy-exec-cancel", daemon=True)
-        self._driver, self._container_id, self._token = driver, container_id, token
+        self._kill_tree = kill_tree
         self._request, self._attached, self._copier = request, attached, copier
         self._wake = threading.Event()  # set on cancellation, and when the exec returns
         self._returned = threading.Event()
@@ -353,7 +370,7 @@ class _Cancellation(threading.Thread):
             return
         self._copier.stop()
         try:
-            self._driver.kill_tree(self._container_id, self._token)
+            self._kill_tree()
         except BaseException as exc:  # noqa: BLE001 - exec() raises it; the exec guard kills in our place
             self.error = exc
             return
@@ -361,3 +378,20 @@ class _Cancellation(threading.Thread):
         # The killed tree closes its end; if output is still pending past the drain time, cut the connection.
         if not self._returned.wait(_CANCEL_DRAIN_S):
             self._attached.close()
+
+
+class _NoTrailer:
+    """A direct exec's stderr, passed through: no wrapper writes a signal trailer into it."""
+
+    number = 0
+
+    def __init__(self, target: BinaryIO) -> None:
+        self._target = target
+
+    def write(self, data: bytes) -> None:
+        self._target.write(data)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    close = flush
