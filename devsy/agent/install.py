@@ -9,7 +9,7 @@ import json
 from devsy.agent.artifact import resolve_artifact
 from devsy.agent.delivery import DeliveryStrategy, StreamDelivery
 from devsy.agent.errors import AgentUnsupported
-from devsy.agent.note import SESSIONS_EXEC, AgentNote, note_path, read_note, write_note
+from devsy.agent.note import AgentNote, Sessions, note_path, read_note, write_note
 from devsy.driver.base import CancelToken, Driver, ExecRequest
 from devsy.progress import Progress
 from devsy.workspace.ledger import AttemptLedger
@@ -59,7 +59,7 @@ def install_agent_or_exec_sessions(driver: Driver, workspace_id: str, paths: Wor
         from devsy.ssh.exec_terminal import find_terminal_helper
 
         terminal = find_terminal_helper(driver, workspace_id, cancel or CancelToken())
-        note = AgentNote(guest_path="", sha256="", sessions=SESSIONS_EXEC, why=exc.message, terminal=terminal)
+        note = AgentNote(guest_path="", sha256="", sessions=Sessions.EXEC, why=exc.message, terminal=terminal)
         _save_note(paths, note, ledger)
         progress.info(f"workspace {workspace_id} cannot run devsy's agent ({exc.message}): its SSH sessions are "
                       f"served from the host, one exec each, "

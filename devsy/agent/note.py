@@ -5,6 +5,7 @@ the guest cannot run it. Kept apart from install.py so the SSH fast path can rea
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,11 +14,11 @@ from devsy.workspace.fsdirs import write_atomic
 from devsy.workspace.paths import WorkspacePaths
 
 NOTE_NAME = "agent.json"
-# How a workspace's SSH sessions are served (`devsy status` says which): by the agent in the guest, or, where the
-# guest cannot run it (no python3 >= 3.9), by devsy on the host with each session a driver exec
-# (devsy/ssh/exec_sessions.py).
-SESSIONS_AGENT = "agent"
-SESSIONS_EXEC = "exec"
+class Sessions(str, enum.Enum):
+    """How a workspace's SSH sessions are served (`devsy status` says which; the value is what --json prints)."""
+
+    AGENT = "agent"  # by the agent in the guest
+    EXEC = "exec"  # where the guest cannot run it: by devsy on the host, each session a driver exec (exec_sessions.py)
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,13 @@ class AgentNote:
     guest_path: str
     sha256: str
     python: str = ""
-    sessions: str = SESSIONS_AGENT
+    sessions: Sessions = Sessions.AGENT
     why: str = ""  # for exec sessions: why the agent cannot run in the guest
     terminal: str = ""  # for exec sessions: the guest's util-linux `script`, which gives them a pty ("" = none)
 
     @property
     def exec_sessions(self) -> bool:
-        return self.sessions == SESSIONS_EXEC
+        return self.sessions is Sessions.EXEC
 
 
 def note_path(paths: WorkspacePaths) -> Path:
@@ -41,15 +42,21 @@ def note_path(paths: WorkspacePaths) -> Path:
 def read_note(paths: WorkspacePaths) -> AgentNote | None:
     try:
         data = json.loads(note_path(paths).read_text())
-        sessions = str(data.get("sessions", SESSIONS_AGENT))
         return AgentNote(guest_path=str(data["guest_path"]), sha256=str(data["sha256"]),
                          python=str(data.get("python", "")),
-                         sessions=sessions if sessions in (SESSIONS_AGENT, SESSIONS_EXEC) else SESSIONS_AGENT,
+                         sessions=_sessions(data.get("sessions")),
                          why=str(data.get("why", "")), terminal=str(data.get("terminal", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # never written, or unreadable: the agent is simply delivered again
 
 
+def _sessions(value: object) -> Sessions:
+    try:
+        return Sessions(value)
+    except ValueError:
+        return Sessions.AGENT  # a note from before the field (or a value this version does not know)
+
+
 def write_note(paths: WorkspacePaths, note: AgentNote) -> None:
     paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_atomic(note_path(paths), json.dumps(asdict(note), sort_keys=True))
+    write_atomic(note_path(paths), json.dumps({**asdict(note), "sessions": note.sessions.value}, sort_keys=True))

@@ -66,7 +66,7 @@ def _ssh_path(home: Path, workspace_id: str) -> str | None:
     """How the workspace's SSH sessions are served: "agent" (in the guest), "exec" (from the host, one driver exec
     each: the guest cannot run the agent), or None before anything has found out (no `up` has finished)."""
     note = read_note(workspace_paths(home, workspace_id))
-    return None if note is None else note.sessions
+    return None if note is None else note.sessions.value
 
 
 def _ssh_line(home: Path, workspace_id: str) -> str:
