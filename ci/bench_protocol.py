@@ -1,6 +1,7 @@
 """Runtime Protocol benchmark: provider start-up and exec stream throughput, protocol vs built-in driver.
 
     python ci/bench_protocol.py [--runs 50] [--mib 64] [--image devsy-guest:bookworm] [--startup-only]
+                                [--throughput-only]
 
 Start-up has two figures per provider, each over `--runs` warm runs (after warm-up runs that are not counted) and
 each against the Go SDK's fake runtime (../shared/interop/bin/go-fake-runtime, or $DEVSY_GO_INTEROP_BIN) as the
@@ -9,7 +10,9 @@ no supervisor), and spawn latency, launch (supervisor + provider process) + go-p
 Info, as devsy's host does it. The load average is printed with them: on a busy machine they are not comparable
 with a quiet run, only with the peer of the same run. Throughput pipes `--mib` MiB through `cat` in one
 workspace container, once through devsy-provider-docker (gRPC Exec) and once through the built-in DockerDriver, in
-the same run and the same container, and checks the bytes came back intact.
+the same run and the same container, and checks the bytes came back intact; then once more through
+devsy-fake-runtime's in-process `cat` (no engine), the protocol path's own ceiling on this machine. The load average
+is printed before the throughput figures. `--throughput-only` skips the start-up figures.
 """
 
 from __future__ import annotations
@@ -158,19 +161,33 @@ def throughput(run_exec, payload: bytes) -> float:
     return len(payload) / (1024 * 1024) / elapsed
 
 
+def protocol_floor(payload: bytes, mib: int) -> None:
+    """The same stream with no backend: devsy-fake-runtime's `cat` copies stdin to stdout inside the provider, so
+    this is what the protocol path alone (host client, gRPC, SDK pump) allows on this machine, without the engine."""
+    with running(fake_command(Path(tempfile.mkdtemp(prefix="bench-floor-")))) as provider:
+        provider.client.run_image("floor", RunOptions(image="none"))
+        run_exec = lambda r: provider.client.exec("floor", r)  # noqa: E731
+        throughput(run_exec, payload[: 1024 * 1024])
+        print(f"exec {mib} MiB through cat, protocol without a backend (devsy-fake-runtime, in-process cat): "
+              f"{throughput(run_exec, payload):.1f} MiB/s", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--image", default="devsy-guest:bookworm")
     parser.add_argument("--startup-only", action="store_true", help="only the start-up figures, no exec throughput")
+    parser.add_argument("--throughput-only", action="store_true", help="only the exec throughput, no start-up")
     args = parser.parse_args()
 
-    startup(args.runs)
+    if not args.throughput_only:
+        startup(args.runs)
     if args.startup_only:
         return 0
 
     payload = secrets.token_bytes(args.mib * 1024 * 1024)
+    print(f"throughput, load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs", flush=True)
     builtin = DockerDriver(DockerOptions(network_mode="host"))
     ws = f"bench-{secrets.token_hex(4)}"
     entrypoint, cmd = KEEP_ALIVE
@@ -185,6 +202,7 @@ def main() -> int:
                 print(f"exec {args.mib} MiB through cat, {label}: {results[label]:.1f} MiB/s", flush=True)
         ratio = results["protocol (devsy-provider-docker)"] / results["built-in DockerDriver"]
         print(f"protocol / built-in throughput: {ratio:.2f}", flush=True)
+        protocol_floor(payload, args.mib)
     finally:
         builtin.delete(ws)
     return 0
