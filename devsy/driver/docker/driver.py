@@ -49,7 +49,6 @@ class DockerDriver:
     def __init__(self, options: DockerOptions | None = None, client: docker.DockerClient | None = None) -> None:
         self.options = options or DockerOptions()
         self._client = client
-        self._shells: dict[str, bool] = {}  # container id -> whether it has /bin/sh
 
     @property
     def client(self) -> docker.DockerClient:
@@ -206,7 +205,7 @@ class DockerDriver:
             raise PreconditionFailed(f"workspace {workspace_id} is stopped",
                                      hint=f"run `devsy start {workspace_id}` first")
         # A shell-less image runs the argv as is (see direct_exec.py); every other one under the wrapper.
-        token = exec_tree.new_token() if self._has_shell(container.id) else ""
+        token = exec_tree.new_token() if direct_exec.has_shell(container.attrs) else ""
         # Started before the command: if this process dies in any way before the command's end is known, the guard
         # kills its tree (the engine would keep it running, discarding its output, for ever).
         guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
@@ -217,11 +216,6 @@ class DockerDriver:
             return result
         finally:
             guard.close()
-
-    def _has_shell(self, container_id: str) -> bool:
-        if container_id not in self._shells:  # one look per container for this driver's life (a provider's: long)
-            self._shells[container_id] = direct_exec.has_shell(self.client.api, container_id)
-        return self._shells[container_id]
 
     def _exec_attached(self, workspace_id: str, container_id: str, token: str, request: ExecRequest,
                        guard: ExecGuard) -> tuple[ExecResult, bool]:
