@@ -114,6 +114,9 @@ class ContainerDetails:
     user: str = ""
     working_dir: str = ""
     started_at: str = ""
+    # The instance's root filesystem as this host sees it, where it can ("" = it cannot: a remote engine, a microVM,
+    # a provider); what `mounts` put over it is not in it. Local only: never on the wire.
+    host_root: str = ""
 
     @property
     def running(self) -> bool:

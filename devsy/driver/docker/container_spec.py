@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -136,11 +137,22 @@ def details(container: Any) -> ContainerDetails:
         status=InstanceStatus.RUNNING if state.get("Running") else InstanceStatus.STOPPED,
         labels=dict(config.get("Labels") or {}),
         mounts=[
-            InstanceMount(type=m.get("Type", ""), source=m.get("Source", "") or m.get("Name", ""),
-                          destination=m.get("Destination", ""))
-            for m in attrs.get("Mounts", []) or []
+            *(InstanceMount(type=m.get("Type", ""), source=m.get("Source", "") or m.get("Name", ""),
+                            destination=m.get("Destination", ""))
+              for m in attrs.get("Mounts", []) or []),
+            # --tmpfs mounts are not among the engine's Mounts
+            *(InstanceMount(type="tmpfs", source="", destination=target)
+              for target in (attrs.get("HostConfig", {}) or {}).get("Tmpfs") or {}),
         ],
         user=config.get("User", "") or "",
         working_dir=config.get("WorkingDir", "") or "",
         started_at=state.get("StartedAt", "") or "",
+        host_root=host_root(attrs),
     )
+
+
+def host_root(attrs: Mapping[str, Any]) -> str:
+    """The container's overlay root as mounted on this host (overlay2 storage, a local engine, devsy allowed to read
+    it); "" otherwise. Only a running container has it mounted."""
+    root = ((attrs.get("GraphDriver", {}) or {}).get("Data", {}) or {}).get("MergedDir") or ""
+    return root if root and os.path.isdir(root) else ""

@@ -11,9 +11,7 @@ reports the engine's 128+N exit code alone (no signal name).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import docker
 
@@ -35,16 +33,13 @@ class ExecNeverStarted(DriverError):
     kind = "exec-never-started"
 
 
-def has_shell(attrs: Mapping[str, Any]) -> bool:
-    """Whether the running container (its inspect data) has /bin/sh, looked up in its root filesystem as mounted on
-    this host (free; asking the engine, an archive request or an exec, costs ~40 ms per command). Where the host
-    cannot see that mount (a remote or rootless engine, another storage driver, devsy not root), the answer is yes:
-    the wrapper is used, and a shell-less image fails with the engine's exit 126, as the kill needs that view too."""
-    root = attrs.get("GraphDriver", {}).get("Data", {}).get("MergedDir") or ""
-    if not root or not os.path.isdir(root):
-        return True
+def has_shell(host_root: str) -> bool:
+    """Whether the running container has /bin/sh, looked up in its root filesystem as mounted on this host
+    (container_spec.host_root; free, where asking the engine, an archive request or an exec, costs ~40 ms per
+    command). Where the host cannot see it ("") the answer is yes: the wrapper is used, and a shell-less image fails
+    with the engine's exit 126, as the kill needs that view too."""
     # /bin may be a symlink (usr-merged images: a relative one, resolved inside the root as wanted).
-    return os.path.lexists(os.path.join(root, "bin", "sh"))
+    return not host_root or os.path.lexists(os.path.join(host_root, "bin", "sh"))
 
 
 def kill_exec_tree(api: docker.APIClient, container_id: str, exec_id: str) -> int:

@@ -205,7 +205,7 @@ class DockerDriver:
             raise PreconditionFailed(f"workspace {workspace_id} is stopped",
                                      hint=f"run `devsy start {workspace_id}` first")
         # A shell-less image runs the argv as is (see direct_exec.py); every other one under the wrapper.
-        token = exec_tree.new_token() if direct_exec.has_shell(container.attrs) else ""
+        token = exec_tree.new_token() if direct_exec.has_shell(container_spec.host_root(container.attrs)) else ""
         # Started before the command: if this process dies in any way before the command's end is known, the guard
         # kills its tree (the engine would keep it running, discarding its output, for ever).
         guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
