@@ -3,14 +3,16 @@ or, where the guest cannot run it, remember that the workspace's sessions are ex
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
 from devsy.agent.artifact import resolve_artifact
 from devsy.agent.delivery import DeliveryStrategy, StreamDelivery
 from devsy.agent.errors import AgentUnsupported
+from devsy.agent.host_view import agent_stamp, instance_identity
 from devsy.agent.note import AgentNote, Sessions, note_path, read_note, write_note
-from devsy.driver.base import CancelToken, Driver, ExecRequest
+from devsy.driver.base import CancelToken, ContainerDetails, Driver, ExecRequest
 from devsy.progress import Progress
 from devsy.workspace.ledger import AttemptLedger
 from devsy.workspace.paths import WorkspacePaths
@@ -29,16 +31,32 @@ def launch_argv(guest_path: str, *args: str) -> list[str]:
 
 def install_agent(driver: Driver, workspace_id: str, paths: WorkspacePaths, progress: Progress, *,
                   ledger: AttemptLedger | None = None, strategy: DeliveryStrategy | None = None,
-                  cancel: CancelToken | None = None) -> AgentNote:
-    """Deliver (unless present) and set up the agent; raises AgentUnsupported when the guest cannot run it."""
+                  cancel: CancelToken | None = None, instance: ContainerDetails | None = None) -> AgentNote:
+    """Deliver (unless present) and set up the agent; raises AgentUnsupported when the guest cannot run it.
+    `instance` (the workspace's, as found): noted with the file's look from the host, for the next up (host_view.py)."""
     cancel = cancel or CancelToken()
-    artifact = resolve_artifact(driver.target_architecture(workspace_id))
+    arch = driver.target_architecture(workspace_id)
+    artifact = resolve_artifact(arch)
     with progress.step(f"delivering the agent into workspace {workspace_id}"):
         delivered = (strategy or StreamDelivery()).deliver(driver, workspace_id, artifact, cancel)
         python = _setup(driver, workspace_id, delivered.guest_path, cancel)
-    note = AgentNote(guest_path=delivered.guest_path, sha256=delivered.sha256, python=python)
+    note = AgentNote(guest_path=delivered.guest_path, sha256=delivered.sha256, python=python, arch=arch)
+    if instance is not None:
+        note = dataclasses.replace(note, instance=instance_identity(instance),
+                                   stamp=agent_stamp(instance, delivered.guest_path))
     _save_note(paths, note, ledger)
     return note
+
+
+def agent_in_place(paths: WorkspacePaths, instance: ContainerDetails) -> bool:
+    """Whether the agent an earlier up set up in this very instance is still there unchanged, and is the one this
+    devsy would deliver (seen from the host, no round trip; see host_view.py)."""
+    note = read_note(paths)
+    if note is None or note.exec_sessions or not note.arch or not note.stamp:
+        return False
+    if note.instance != instance_identity(instance) or agent_stamp(instance, note.guest_path) != note.stamp:
+        return False
+    return resolve_artifact(note.arch).sha256 == note.sha256
 
 
 def _save_note(paths: WorkspacePaths, note: AgentNote, ledger: AttemptLedger | None) -> None:
@@ -49,12 +67,12 @@ def _save_note(paths: WorkspacePaths, note: AgentNote, ledger: AttemptLedger | N
 
 
 def install_agent_or_exec_sessions(driver: Driver, workspace_id: str, paths: WorkspacePaths, progress: Progress, *,
-                                   ledger: AttemptLedger | None = None,
-                                   cancel: CancelToken | None = None) -> AgentNote:
+                                   ledger: AttemptLedger | None = None, cancel: CancelToken | None = None,
+                                   instance: ContainerDetails | None = None) -> AgentNote:
     """The agent where the guest can run it; else a note that the workspace's sessions are exec sessions, which
     need nothing in the guest but a shell (said once, as a notice: every devsy command still works)."""
     try:
-        return install_agent(driver, workspace_id, paths, progress, ledger=ledger, cancel=cancel)
+        return install_agent(driver, workspace_id, paths, progress, ledger=ledger, cancel=cancel, instance=instance)
     except AgentUnsupported as exc:
         from devsy.ssh.exec_terminal import find_terminal_helper
 
@@ -68,9 +86,12 @@ def install_agent_or_exec_sessions(driver: Driver, workspace_id: str, paths: Wor
 
 
 def install_agent_for_up(driver: Driver, workspace_id: str, paths: WorkspacePaths, progress: Progress,
-                         ledger: AttemptLedger) -> None:
-    """`devsy up`'s step: a guest that cannot run the agent (no python3 >= 3.9) gets exec sessions instead."""
-    install_agent_or_exec_sessions(driver, workspace_id, paths, progress, ledger=ledger)
+                         ledger: AttemptLedger, instance: ContainerDetails) -> None:
+    """`devsy up`'s step: nothing when the agent is provably in place; a guest that cannot run the agent (no
+    python3 >= 3.9) gets exec sessions instead."""
+    if agent_in_place(paths, instance):
+        return
+    install_agent_or_exec_sessions(driver, workspace_id, paths, progress, ledger=ledger, instance=instance)
 
 
 def _setup(driver: Driver, workspace_id: str, guest_path: str, cancel: CancelToken) -> str:

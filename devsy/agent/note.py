@@ -14,6 +14,8 @@ from devsy.workspace.fsdirs import write_atomic
 from devsy.workspace.paths import WorkspacePaths
 
 NOTE_NAME = "agent.json"
+
+
 class Sessions(str, enum.Enum):
     """How a workspace's SSH sessions are served (`devsy status` says which; the value is what --json prints)."""
 
@@ -29,6 +31,11 @@ class AgentNote:
     sessions: Sessions = Sessions.AGENT
     why: str = ""  # for exec sessions: why the agent cannot run in the guest
     terminal: str = ""  # for exec sessions: the guest's util-linux `script`, which gives them a pty ("" = none)
+    # What lets a reused `up` skip checking the agent in the guest (host_view.py): the architecture it was built for,
+    # the instance it was set up in, and how its file looked from the host then ("" = unknown: check in the guest).
+    arch: str = ""
+    instance: str = ""
+    stamp: str = ""
 
     @property
     def exec_sessions(self) -> bool:
@@ -45,7 +52,9 @@ def read_note(paths: WorkspacePaths) -> AgentNote | None:
         return AgentNote(guest_path=str(data["guest_path"]), sha256=str(data["sha256"]),
                          python=str(data.get("python", "")),
                          sessions=_sessions(data.get("sessions")),
-                         why=str(data.get("why", "")), terminal=str(data.get("terminal", "")))
+                         why=str(data.get("why", "")), terminal=str(data.get("terminal", "")),
+                         arch=str(data.get("arch", "")), instance=str(data.get("instance", "")),
+                         stamp=str(data.get("stamp", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # never written, or unreadable: the agent is simply delivered again
 

@@ -142,7 +142,7 @@ def up(request: UpRequest, progress: Progress) -> UpResult:
             try:
                 instance, reused = _ensure_instance(driver, record, config, paths, request.recreate, ledger,
                                                     progress, attempt)
-                install_agent_for_up(driver, record.id, paths, progress, ledger)
+                install_agent_for_up(driver, record.id, paths, progress, ledger, instance)
             except DevsyError as exc:
                 if attempt.replaced_instance:
                     _explain_replaced(exc, record)
