@@ -8,11 +8,10 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from devsy.cli.outcome import emit_error, emit_success, workspace_json
 from devsy.agent.note import read_note
-from devsy.devcontainer.background_hooks import HooksState, log_path
 from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.errors import Cancelled, DevsyError, UsageError
@@ -20,6 +19,9 @@ from devsy.exit_status import shell_status
 from devsy.progress import Progress
 from devsy.redaction import RedactingWriter, configured_secrets, redact_error
 from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
+
+if TYPE_CHECKING:
+    from devsy.devcontainer.background_hooks import HooksState
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -59,6 +61,8 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _hooks_json(home: Path, workspace_id: str, state: HooksState | None) -> dict | None:
+    from devsy.devcontainer.background_hooks import log_path  # not for `devsy exec` (see operations.py)
+
     return None if state is None else state.to_json(log_path(workspace_paths(home, workspace_id)))
 
 

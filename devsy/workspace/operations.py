@@ -7,10 +7,8 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from devsy.devcontainer.background_hooks import HooksState, end_background_hooks, follow_log, read_state
-from devsy.devcontainer.hooks import run_start_hooks
 from devsy.devcontainer.session_env import apply_to_exec, in_instance, workspace_session_env
 from devsy.devcontainer.user_env_probe import stored_user_env, with_user_env
 from devsy.devcontainer.workspace_config import host_folder, load_workspace_config
@@ -18,12 +16,15 @@ from devsy.driver.base import ContainerDetails, Driver, ExecRequest, ExecResult
 from devsy.driver.registry import make_driver
 from devsy.errors import WorkspaceError, WorkspaceNotFound
 from devsy.progress import Progress
-from devsy.workspace.delete import delete_workspace
-from devsy.ssh.mux.client import stop_master
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.lock import workspace_lock
 from devsy.workspace.paths import WorkspacePaths, workspace_paths
 from devsy.workspace.record import WorkspaceRecord, list_records, load_record
+
+# What only some commands need is imported in them: `devsy exec` and `status` start without the hook runner, the
+# background hooks, the SSH master client or delete's image clean-up (which imports the Docker SDK for every driver).
+if TYPE_CHECKING:
+    from devsy.devcontainer.background_hooks import HooksState
 
 
 @dataclass
@@ -64,6 +65,8 @@ def _locked(home: Path, raw_id: str, command: str) -> Iterator[OpenWorkspace]:
 
 
 def status(home: Path, raw_id: str) -> WorkspaceState:
+    from devsy.devcontainer.background_hooks import read_state
+
     ws = open_workspace(home, raw_id)
     return WorkspaceState(ws.record, ws.driver.find(ws.record.id), read_state(ws.paths))
 
@@ -73,6 +76,9 @@ def list_workspaces(home: Path) -> list[WorkspaceRecord]:
 
 
 def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
+    from devsy.devcontainer.background_hooks import end_background_hooks, read_state
+    from devsy.devcontainer.hooks import run_start_hooks
+
     with _locked(home, raw_id, "start") as ws:
         _require_host_folder(ws)
         found = ws.driver.find(ws.record.id)
@@ -91,6 +97,9 @@ def start(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 
 
 def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
+    from devsy.devcontainer.background_hooks import end_background_hooks, read_state
+    from devsy.ssh.mux.client import stop_master
+
     with _locked(home, raw_id, "stop") as ws:
         end_background_hooks(ws.paths, progress)  # before the instance stops under their guest command
         stop_master(home, ws.record.id, ws.record.uid)
@@ -104,6 +113,9 @@ def stop(home: Path, raw_id: str, progress: Progress) -> WorkspaceState:
 def delete(home: Path, raw_id: str, progress: Progress) -> str:
     """Remove the instance, images built for it, the SSH entry, managed content and the record; a local source
     folder is never touched. Works on a corrupt record too (see delete.py)."""
+    from devsy.devcontainer.background_hooks import end_background_hooks
+    from devsy.workspace.delete import delete_workspace
+
     workspace_id = validate_workspace_id(raw_id)
     paths = workspace_paths(home, workspace_id)
     with workspace_lock(paths, command=f"devsy delete {workspace_id}"):
@@ -148,5 +160,7 @@ def logs(home: Path, raw_id: str, out: BinaryIO) -> None:
 
 def hooks_log(home: Path, raw_id: str, out: BinaryIO, *, follow: bool) -> HooksState | None:
     """The output of the hooks the last `devsy up` left to the background; with `follow`, until they end."""
+    from devsy.devcontainer.background_hooks import follow_log
+
     ws = open_workspace(home, raw_id)
     return follow_log(ws.paths, out, follow=follow)
