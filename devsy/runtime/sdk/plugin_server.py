@@ -5,9 +5,10 @@ Besides the provider's services the server carries what a go-plugin host expects
 after the handshake, as go-plugin does with a Go provider's os.Stdout (stdio_stream.py).
 
 The line is printed as soon as that server listens and answers (a host dials once, right after reading it, and
-does not retry a refused connection): the provider's own services are registered just after it, so that their
-imports (protobuf messages, the backend's SDK) are not paid before the line. An RPC that arrives meanwhile waits
-for them (deferred.py), so the host sees a slower first answer, never a missing method.
+does not retry a refused connection): every service, go-plugin's three included, is registered just after it, so
+that their imports (protobuf and its messages, the backend's SDK) are not paid before the line; only gRPC itself is.
+An RPC that arrives meanwhile waits for them (deferred.py), so the host sees a slower first answer, never a missing
+method.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_CLIENT_CERT, \
     ENV_PROTOCOL_VERSIONS, ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
-from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
 from devsy.runtime.sdk.deferred import DeferredServices
-from devsy.runtime.sdk.stdio_stream import StdioServicer, StdioStream, stdout_writer
 from devsy.runtime.wire.handshake import unix_line
+
+if TYPE_CHECKING:  # imported after the handshake line (see the module docstring)
+    from devsy.runtime.sdk.stdio_stream import StdioStream
 
 # Unix socket paths are limited to 108 bytes (sun_path) on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 107
@@ -72,15 +74,6 @@ def refuse_unless_plugin_env() -> None:
         sys.exit(1)
 
 
-class _Controller(grpc_controller_pb2_grpc.GRPCControllerServicer):
-    def __init__(self, stop: threading.Event) -> None:
-        self._stop = stop
-
-    def Shutdown(self, request, context):  # noqa: N802 - gRPC method name
-        self._stop.set()
-        return grpc_controller_pb2.Empty()
-
-
 def _socket_path() -> tuple[Path, Path]:
     base = os.environ.get(ENV_SOCKET_DIR) or None
     directory = Path(tempfile.mkdtemp(prefix="plugin", dir=base))
@@ -107,41 +100,83 @@ def serve_plugin(register: Callable[[DeferredServices], None], *, max_workers: i
         print(f"cannot create the plugin socket: {exc}", file=sys.stderr)
         return 1
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"))
-    health_servicer = health.HealthServicer()
-    for name in (HEALTH_SERVICE, ""):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(stop), server)
-    stdio = StdioStream()
-    grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(StdioServicer(stdio), server)
     services = DeferredServices()
     server.add_generic_rpc_handlers((services,))
+    plumbing = _Plumbing(stop)
     code = 0
     try:
         server.add_insecure_port(f"unix:{path}")
         server.start()
         if before_line is not None:
             before_line()
-        _print_line_and_reserve_stdout(unix_line(str(path)).format(), stdio)
+        _print_line(unix_line(str(path)).format())
         if after_line is not None:
             after_line()
-        if services.load(register):
+        if services.load(plumbing.then(register)):
             stop.wait()
         else:
             code = 1
     finally:
-        stdio.close()  # ends the host's stream (EOF) and releases a writer blocked on it
-        health_servicer.enter_graceful_shutdown()
+        plumbing.close()
         server.stop(_STOP_GRACE_S).wait(_STOP_GRACE_S + 1)
         shutil.rmtree(directory, ignore_errors=True)
     return code
 
 
-def _print_line_and_reserve_stdout(line: str, stdio: StdioStream) -> None:
-    """Write the handshake line on fd 1, then point fd 1 at stderr (nothing else may land on the handshake pipe) and
-    sys.stdout at the stdio stream, as go-plugin does with os.Stdout."""
+class _Plumbing:
+    """What a go-plugin host expects beside the provider's services: health, the controller's Shutdown (sets
+    `stop`) and the stdio stream, which from now on carries what the provider prints on sys.stdout."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._health: Any = None
+        self._stdio: StdioStream | None = None
+
+    def register(self, target: DeferredServices) -> None:
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
+        from devsy.runtime.sdk.stdio_stream import StdioServicer, StdioStream, stdout_writer
+
+        self._health = health.HealthServicer()
+        for name in (HEALTH_SERVICE, ""):
+            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, target)
+        controller = _Controller(self._stop, grpc_controller_pb2.Empty)
+        grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(controller, target)
+        self._stdio = StdioStream()
+        grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(StdioServicer(self._stdio), target)
+        sys.stdout = stdout_writer(self._stdio)
+
+    def then(self, register: Callable[[DeferredServices], None]) -> Callable[[DeferredServices], None]:
+        """What registers the plumbing, then the provider's services (so that these can print to the host)."""
+        def both(target: DeferredServices) -> None:
+            self.register(target)
+            register(target)
+        return both
+
+    def close(self) -> None:
+        if self._stdio is not None:
+            self._stdio.close()  # ends the host's stream (EOF) and releases a writer blocked on it
+        if self._health is not None:
+            self._health.enter_graceful_shutdown()
+
+
+class _Controller:
+    """plugin.GRPCController: its one method, Shutdown, ends the provider."""
+
+    def __init__(self, stop: threading.Event, empty: Callable[[], Any]) -> None:
+        self._stop, self._empty = stop, empty
+
+    def Shutdown(self, request, context):  # noqa: N802 - gRPC method name
+        self._stop.set()
+        return self._empty()
+
+
+def _print_line(line: str) -> None:
+    """Write the handshake line on fd 1, then point fd 1 at stderr: nothing else may land on the handshake pipe (what
+    the provider prints on sys.stdout goes to the stdio stream once it is served, as go-plugin does with os.Stdout)."""
     data = (line + "\n").encode()
     while data:
         data = data[os.write(1, data):]
     os.dup2(2, 1)
-    sys.stdout = stdout_writer(stdio)
