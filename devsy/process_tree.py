@@ -245,6 +245,7 @@ def kill_tree(root: Pinned, *, kill_wait: float = KILL_WAIT_S) -> list[Stopped]:
     from devsy.bounded_wait import WaitTimeout, poll_until  # only here: this module stays standard library
 
     tree = {root.pid: root}
+    done = False
     root.signal(signal.SIGSTOP)
     try:
         while True:
@@ -252,33 +253,39 @@ def kill_tree(root: Pinned, *, kill_wait: float = KILL_WAIT_S) -> list[Stopped]:
                 poll_until(lambda: [pid for pid in tree if _state(pid) not in ("T", "Z", "X", None)],
                            lambda running: not running, timeout=FREEZE_WAIT_S, interval=0.005,
                            what="the process tree to stop")
-            found = _children_of(tree)
-            if not found:
+            if not _add_children(tree):
                 break
-            tree.update(found)
         running = [member for member in tree.values() if not member.exited()]  # a zombie is not killed: gone
         killed = {one.pid: one for one in stop(running, group=False, grace=0, kill_wait=kill_wait)}
+        done = True
         return [killed.get(pid, Stopped(pid, Outcome.GONE)) for pid in tree]
     finally:
         for member in tree.values():
+            if not done:  # an error part-way (a member we may not signal): none of those frozen stays frozen
+                with contextlib.suppress(OSError):
+                    member.signal(signal.SIGKILL)
             if member is not root:
                 member.close()
 
 
-def _children_of(tree: dict[int, Pinned]) -> dict[int, Pinned]:
-    """The processes outside `tree` whose parent is in it, pinned and frozen."""
-    found: dict[int, Pinned] = {}
+def _add_children(tree: dict[int, Pinned]) -> bool:
+    """Pin and freeze the processes outside `tree` whose parent is a live member, into `tree` as each is found (so
+    the caller holds every one frozen, also when a later one fails); whether any was found. A member that has exited
+    is no parent: once reaped, its pid may be another process's."""
+    live = {pid for pid, member in tree.items() if not member.exited()}
+    added = False
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) in tree:
             continue
         pid = int(entry.name)
-        if _parent(pid) not in tree:
+        if _parent(pid) not in live:
             continue
-        child = pin(pid, lambda pid=pid: _parent(pid) in tree)  # type: ignore[misc]
+        child = pin(pid, lambda pid=pid: _parent(pid) in live)  # type: ignore[misc]
         if child is not None:
+            tree[pid] = child
             child.signal(signal.SIGSTOP)
-            found[pid] = child
-    return found
+            added = True
+    return added
 
 
 def _stat_fields(pid: int) -> list[str] | None:
