@@ -11,6 +11,7 @@ reports the engine's 128+N exit code alone (no signal name).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import docker
@@ -93,7 +94,13 @@ def _exec_pid(api: docker.APIClient, exec_id: str) -> int | None:
 
 
 def _in_container(pid: int, container_id: str) -> bool:
+    """Whether the process's cgroup is the container's: a path component named by its full id (cgroupfs driver:
+    `/docker/<id>`, systemd: `/system.slice/docker-<id>.scope`), never a part of a name."""
+    if not re.fullmatch(r"[0-9a-f]{64}", container_id):
+        return False
     try:
-        return container_id in Path(f"/proc/{pid}/cgroup").read_text()
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
         return False
+    names = {container_id, f"docker-{container_id}.scope"}
+    return any(names & set(line.split(":", 2)[-1].split("/")) for line in lines)

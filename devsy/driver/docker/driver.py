@@ -367,6 +367,7 @@ class _Cancellation(threading.Thread):
             self._kill_tree()
         except BaseException as exc:  # noqa: BLE001 - exec() raises it; the exec guard kills in our place
             self.error = exc
+            self._attached.close()  # exec() returns now with the error, not once the command ends by itself
             return
         self.killed.set()
         # The killed tree closes its end; if output is still pending past the drain time, cut the connection.
