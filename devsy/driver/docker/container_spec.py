@@ -153,6 +153,7 @@ def details(container: Any) -> ContainerDetails:
 
 def host_root(attrs: Mapping[str, Any]) -> str:
     """The container's overlay root as mounted on this host (overlay2 storage, a local engine, devsy allowed to read
-    it); "" otherwise. Only a running container has it mounted."""
+    it); "" otherwise. Only a running container has it mounted. An engine in a mount namespace of its own (rootless,
+    snap) leaves an empty directory here, not a mount: that is no view."""
     root = ((attrs.get("GraphDriver", {}) or {}).get("Data", {}) or {}).get("MergedDir") or ""
-    return root if root and os.path.isdir(root) else ""
+    return root if root and os.path.ismount(root) else ""
