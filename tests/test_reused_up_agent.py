@@ -1,6 +1,7 @@
 """A reused `devsy up` proves from the host that the agent is in place and then runs nothing in the guest; each
-thing that breaks the proof (the agent removed or changed in the guest, another agent on the host, another
-instance) makes it check and deliver in the guest again. Observed on the real engine: its exec_create events."""
+thing that breaks the proof (the agent removed or changed in the guest, its python3 removed, another agent on the
+host, another instance, a mount the host view does not show) makes it check in the guest again. Observed on the
+real engine: its exec_create events."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from helpers.projects import make_project
 from devsy.agent.artifact import resolve_artifact
 from devsy.agent.build import build_agent
 from devsy.agent.delivery import guest_agent_path
-from devsy.agent.host_view import agent_stamp
-from devsy.driver.base import ContainerDetails, InstanceMount, InstanceStatus
+from devsy.agent.host_view import host_stamp, host_stamps, instance_identity
+from devsy.agent.install import agent_in_place
+from devsy.agent.note import AgentNote, write_note
+from devsy.agent.guest.stamps import guest_stamps
+from devsy.driver.base import ContainerDetails, InstanceStatus
+from devsy.workspace.paths import workspace_paths
 
 
 def _container(docker_client, workspace: str):
@@ -30,10 +35,10 @@ def _sh(container, script: str) -> str:
     return result.output.decode().strip()
 
 
-def _up_counting_execs(devsy, project, ws_id, docker_client, **kw) -> int:
+def _up_counting_execs(devsy, project, ws_id, docker_client, extra_args: tuple[str, ...] = (), **kw) -> int:
     """Run a reused `devsy up`; how many execs the engine created in the workspace's container meanwhile."""
     started = time.time_ns()
-    devsy.up(project, "--id", ws_id, **kw)
+    devsy.up(project, "--id", ws_id, *extra_args, **kw)
     ended = time.time_ns()
     container = _container(docker_client, ws_id)
     events = docker_client.events(since=started // 10**9 - 1, until=ended // 10**9 + 1, decode=True,
@@ -78,8 +83,9 @@ def test_an_agent_changed_in_the_guest_is_delivered_again(devsy, ws_id, workspac
     container = _container(docker_client, ws_id)
     path = guest_agent_path(agent_sha)
     size = _sh(container, f"stat -c %s {path}")
-    # Same size, other bytes: only the look from the host (modification time, inode) gives it away.
-    _sh(container, f"head -c {size} /dev/zero > {path}.new && chmod 755 {path}.new && mv -f {path}.new {path}")
+    # Same size and modification time, other bytes: the inode and change time give it away.
+    _sh(container, f"head -c {size} /dev/zero > {path}.new && chmod 755 {path}.new && touch -r {path} {path}.new"
+                   f" && mv -f {path}.new {path}")
     assert _up_counting_execs(devsy, workspace, ws_id, docker_client) > 0
     assert _sh(container, f"sha256sum {path} | cut -d' ' -f1") == agent_sha
 
@@ -99,53 +105,97 @@ def test_another_agent_on_the_host_is_delivered(devsy, ws_id, workspace, docker_
     assert _up_counting_execs(devsy, workspace, ws_id, docker_client) == 0
 
 
+def test_python3_removed_in_the_guest_is_noticed(devsy, ws_id, workspace, docker_client):
+    _sh(_container(docker_client, ws_id), "rm -f /usr/bin/python3*")
+    assert _up_counting_execs(devsy, workspace, ws_id, docker_client) > 0
+    assert devsy.run("status", ws_id, "--json").json["workspace"]["ssh_path"] == "exec"
+
+
 def test_a_recreated_instance_is_checked_in_the_guest(devsy, ws_id, workspace, docker_client):
-    devsy.up(workspace, "--id", ws_id, "--recreate")
+    assert _up_counting_execs(devsy, workspace, ws_id, docker_client, extra_args=("--recreate",)) > 0
     assert _up_counting_execs(devsy, workspace, ws_id, docker_client) == 0  # the recreating up noted the new one
+
+
+def test_an_agent_under_a_mount_is_always_checked_in_the_guest(devsy, ws_id, guest_image, tmp_path, docker_client):
+    # The guest sees the tmpfs (where the agent is delivered); the host's view of the root does not: no proof.
+    project = make_project(tmp_path / "mounted", {"image": guest_image,
+                                                  "mounts": ["type=tmpfs,target=/usr/local/lib/devsy"]})
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert _up_counting_execs(devsy, project, ws_id, docker_client) > 0
+    assert devsy.run("ssh", ws_id, "--command", "true").returncode == 0
 
 
 # The host view itself, on a folder standing in for an instance's root (no engine needed to check these rules).
 
-def _details(root, *mounts: str) -> ContainerDetails:
-    return ContainerDetails(id="c1", created_at="t", status=InstanceStatus.RUNNING, host_root=str(root),
-                            mounts=[InstanceMount(type="bind", source="/src", destination=m) for m in mounts])
+GUEST = "/usr/local/lib/devsy/agent-x.pyz"
+
+
+def _details(root, instance_id: str = "c1") -> ContainerDetails:
+    return ContainerDetails(id=instance_id, created_at="t", status=InstanceStatus.RUNNING, host_root=str(root))
 
 
 @pytest.fixture
 def root(tmp_path):
-    agent = tmp_path / "root" / "usr" / "local" / "lib" / "devsy" / "agent-x.pyz"
+    agent = tmp_path / "root" / GUEST.lstrip("/")
     agent.parent.mkdir(parents=True)
     agent.write_bytes(b"agent")
     agent.chmod(0o755)
     return tmp_path / "root"
 
 
-GUEST = "/usr/local/lib/devsy/agent-x.pyz"
+def _as_guest_sees(root, path: str) -> dict[str, str]:
+    """The stamps `agent setup` would report, for a guest whose root is `root` (same files, seen directly)."""
+    stamps = guest_stamps([str(root) + path])
+    return {key[len(str(root)):]: value for key, value in stamps.items()}
 
 
-def test_the_stamp_changes_with_the_file(root):
-    before = agent_stamp(_details(root), GUEST)
-    assert before.startswith("5:")
+def test_the_guest_and_the_host_see_the_same_stamp_until_the_file_changes(root):
+    recorded = host_stamps(_details(root), _as_guest_sees(root, GUEST))
+    assert list(recorded) == [GUEST]
     (root / GUEST.lstrip("/")).write_bytes(b"other")
-    assert agent_stamp(_details(root), GUEST) not in ("", before)
+    assert host_stamp(_details(root), GUEST) not in ("", recorded[GUEST])
 
 
-@pytest.mark.parametrize("mount", ["/", "/usr", "/usr/local/lib/devsy", GUEST])
-def test_no_stamp_where_a_mount_hides_the_file_from_the_host(root, mount):
-    assert agent_stamp(_details(root, mount), GUEST) == ""
-    assert agent_stamp(_details(root, "/usr/local/lib/devsy-other", "/home"), GUEST) != ""
+def test_nothing_is_recorded_where_the_guest_sees_another_file(root, tmp_path):
+    # As with a mount over the folder: the guest's file is not the one in the host's view of the root.
+    elsewhere = tmp_path / "mounted" / GUEST.lstrip("/")
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"agent")
+    assert host_stamps(_details(root), _as_guest_sees(tmp_path / "mounted", GUEST)) == {}
 
 
-def test_no_stamp_through_a_symbolic_link_or_for_a_file_that_cannot_run(root, tmp_path):
+def test_no_stamp_through_a_symbolic_link_however_long_the_chain(root, tmp_path):
     lib = root / "usr" / "local" / "lib"
-    (tmp_path / "elsewhere").mkdir()
-    shutil.move(str(lib / "devsy"), str(tmp_path / "elsewhere" / "devsy"))
-    (lib / "devsy").symlink_to(tmp_path / "elsewhere" / "devsy")  # resolved on the host, not in the guest
-    assert agent_stamp(_details(root), GUEST) == ""
+    (lib / "devsy").rename(tmp_path / "real-devsy")
+    (lib / "devsy").symlink_to(tmp_path / "real-devsy")  # would be resolved on the host, not in the guest
+    assert host_stamp(_details(root), GUEST) == ""
     (lib / "devsy").unlink()
-    shutil.move(str(tmp_path / "elsewhere" / "devsy"), str(lib / "devsy"))
-    (root / GUEST.lstrip("/")).chmod(0o644)
-    assert agent_stamp(_details(root), GUEST) == ""
+    previous = "real-devsy-target"
+    (lib / previous).symlink_to(tmp_path / "real-devsy")
+    for n in range(1500):  # deeper than Python's recursion limit, were links followed by recursion
+        (lib / f"l{n}").symlink_to(previous)
+        previous = f"l{n}"
+    (lib / "devsy").symlink_to(previous)
+    assert host_stamp(_details(root), GUEST) == ""
+
+
+def test_no_stamp_without_a_view(root):
     stopped = _details(root)
     stopped.status = InstanceStatus.STOPPED
-    assert agent_stamp(stopped, GUEST) == ""
+    assert host_stamp(stopped, GUEST) == ""
+    assert host_stamp(ContainerDetails(id="c1", created_at="t", status=InstanceStatus.RUNNING), GUEST) == ""
+    assert host_stamp(_details(root), "/usr/local/lib/../lib/devsy/agent-x.pyz") == ""
+
+
+def test_the_proof_holds_only_for_the_instance_it_was_made_in(root, tmp_path, agent_sha):
+    paths = workspace_paths(tmp_path / "home", "ws")
+    path = "/usr/local/lib/devsy/agent-real.pyz"
+    (root / path.lstrip("/")).write_bytes(b"agent")
+    details = _details(root)
+    note = AgentNote(guest_path=path, sha256=agent_sha, arch=build_agent().arch, instance=instance_identity(details),
+                     stamps=host_stamps(details, _as_guest_sees(root, path)))
+    write_note(paths, note)
+    assert agent_in_place(paths, details)
+    assert not agent_in_place(paths, _details(root, instance_id="c2"))
+    write_note(paths, AgentNote(**{**note.__dict__, "sha256": "0" * 64}))  # this devsy carries another agent
+    assert not agent_in_place(paths, details)

@@ -2,18 +2,23 @@
 round trip into the guest (a presence check and `agent setup` over exec cost ~0.3 s together).
 
 The proof has two parts. The note (note.py) says which instance (its id and creation time) the agent was set up in
-and what the agent file looked like afterwards (size, modification time, inode). The driver shows the instance's
-root filesystem on this host (ContainerDetails.host_root; the Docker engine's overlay mount). When the instance is
-the same one, no mount of it covers the agent's folder (the guest would see the mount, the host view would not),
-and the file there still looks the same, the agent is the one that was checked and set up. Anything else, or a
-driver without a host view, and `up` checks in the guest as before.
+and how the files it runs from looked then (the agent file, the interpreter the launcher found: stamps.py). The
+driver shows the instance's root filesystem on this host (ContainerDetails.host_root; the Docker engine's overlay
+mount). The stamps are recorded only when the host's view gave the same ones as the guest's own at `agent setup`:
+a mount over one of the files, which the guest sees and the host view does not, shows another file there and
+leaves nothing recorded. A reused `up` skips the guest only when the instance is the same one and every file still
+looks the same from the host. Anything else, or a driver without a host view, and `up` checks in the guest as
+before. A mount made later inside the guest over those files is not seen here: `devsy ssh` then finds no agent
+and delivers it (exit 199, ssh/tunnel.py).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 
+from devsy.agent.guest.stamps import stamp
 from devsy.driver.base import ContainerDetails
 
 
@@ -22,28 +27,37 @@ def instance_identity(details: ContainerDetails) -> str:
     return f"{details.id}@{details.created_at}"
 
 
-def agent_stamp(details: ContainerDetails, guest_path: str) -> str:
-    """What the file at `guest_path` looks like from the host ("" when the host cannot see it as the guest does)."""
-    root = details.host_root
-    if not root or not details.running or _covered_by_mount(details, guest_path):
+def host_stamps(details: ContainerDetails, guest: Mapping[str, str]) -> dict[str, str]:
+    """The guest's stamps ({path: stamp}, from `agent setup`) if the host sees every one of those files the same
+    way, else {} (nothing to prove with)."""
+    if not guest or any(host_stamp(details, path) != value for path, value in guest.items()):
+        return {}
+    return dict(guest)
+
+
+def still_in_place(details: ContainerDetails, recorded: Mapping[str, str]) -> bool:
+    return bool(recorded) and all(host_stamp(details, path) == value for path, value in recorded.items())
+
+
+def host_stamp(details: ContainerDetails, guest_path: str) -> str:
+    """How the file at `guest_path` looks from the host ("" when the host cannot tell: no view, a stopped instance,
+    a symbolic link on the way). The path is walked one name at a time from the root without following any link,
+    so a link made in the guest is never resolved in the host's namespace."""
+    if not details.host_root or not details.running or not guest_path.startswith("/"):
         return ""
-    real_root = os.path.realpath(root)
-    # A symbolic link on the way would be resolved in the host's namespace, not the guest's: no answer then.
-    real = os.path.realpath(os.path.join(root, guest_path.lstrip("/")))
-    if os.path.commonpath([real, real_root]) != real_root or real != os.path.join(real_root, guest_path.lstrip("/")):
+    names = [name for name in guest_path.split("/") if name]
+    if not names or any(name in (".", "..") for name in names):
         return ""
+    fds: list[int] = []
     try:
-        info = os.lstat(real)
+        fds.append(os.open(details.host_root, os.O_PATH | os.O_DIRECTORY))
+        for name in names[:-1]:
+            fds.append(os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=fds[-1]))
+            if not stat.S_ISDIR(os.fstat(fds[-1]).st_mode):  # a link (opened as itself) or a file: no walk on
+                return ""
+        return stamp(os.stat(names[-1], dir_fd=fds[-1], follow_symlinks=False))
     except OSError:
         return ""
-    if not stat.S_ISREG(info.st_mode) or not info.st_mode & 0o111:
-        return ""
-    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
-
-
-def _covered_by_mount(details: ContainerDetails, guest_path: str) -> bool:
-    for mount in details.mounts:
-        target = mount.destination.rstrip("/")
-        if not target or guest_path == target or guest_path.startswith(target + "/"):
-            return True
-    return False
+    finally:
+        for fd in fds:
+            os.close(fd)

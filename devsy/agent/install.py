@@ -10,7 +10,7 @@ import json
 from devsy.agent.artifact import resolve_artifact
 from devsy.agent.delivery import DeliveryStrategy, StreamDelivery
 from devsy.agent.errors import AgentUnsupported
-from devsy.agent.host_view import agent_stamp, instance_identity
+from devsy.agent.host_view import host_stamps, instance_identity, still_in_place
 from devsy.agent.note import AgentNote, Sessions, note_path, read_note, write_note
 from devsy.driver.base import CancelToken, ContainerDetails, Driver, ExecRequest
 from devsy.progress import Progress
@@ -39,11 +39,13 @@ def install_agent(driver: Driver, workspace_id: str, paths: WorkspacePaths, prog
     artifact = resolve_artifact(arch)
     with progress.step(f"delivering the agent into workspace {workspace_id}"):
         delivered = (strategy or StreamDelivery()).deliver(driver, workspace_id, artifact, cancel)
-        python = _setup(driver, workspace_id, delivered.guest_path, cancel)
-    note = AgentNote(guest_path=delivered.guest_path, sha256=delivered.sha256, python=python, arch=arch)
-    if instance is not None:
+        report = _setup(driver, workspace_id, delivered.guest_path, cancel)
+    note = AgentNote(guest_path=delivered.guest_path, sha256=delivered.sha256, python=str(report.get("python", "")),
+                     arch=arch)
+    guest_stamps = report.get("stamps")
+    if instance is not None and isinstance(guest_stamps, dict) and delivered.guest_path in guest_stamps:
         note = dataclasses.replace(note, instance=instance_identity(instance),
-                                   stamp=agent_stamp(instance, delivered.guest_path))
+                                   stamps=host_stamps(instance, {str(k): str(v) for k, v in guest_stamps.items()}))
     _save_note(paths, note, ledger)
     return note
 
@@ -52,9 +54,9 @@ def agent_in_place(paths: WorkspacePaths, instance: ContainerDetails) -> bool:
     """Whether the agent an earlier up set up in this very instance is still there unchanged, and is the one this
     devsy would deliver (seen from the host, no round trip; see host_view.py)."""
     note = read_note(paths)
-    if note is None or note.exec_sessions or not note.arch or not note.stamp:
+    if note is None or note.exec_sessions or not note.arch or note.guest_path not in note.stamps:
         return False
-    if note.instance != instance_identity(instance) or agent_stamp(instance, note.guest_path) != note.stamp:
+    if note.instance != instance_identity(instance) or not still_in_place(instance, note.stamps):
         return False
     return resolve_artifact(note.arch).sha256 == note.sha256
 
@@ -94,8 +96,9 @@ def install_agent_for_up(driver: Driver, workspace_id: str, paths: WorkspacePath
     install_agent_or_exec_sessions(driver, workspace_id, paths, progress, ledger=ledger, instance=instance)
 
 
-def _setup(driver: Driver, workspace_id: str, guest_path: str, cancel: CancelToken) -> str:
-    """Run `agent setup` once: unpacks its libraries and makes its host key now rather than in the first ssh."""
+def _setup(driver: Driver, workspace_id: str, guest_path: str, cancel: CancelToken) -> dict:
+    """Run `agent setup` once: unpacks its libraries and makes its host key now rather than in the first ssh; its
+    report (python tag, stamps: see host_view.py), {} if it printed none this devsy can read."""
     out, err = io.BytesIO(), io.BytesIO()
     result = driver.exec(workspace_id, ExecRequest(argv=launch_argv(guest_path, "setup"), stdout=out, stderr=err,
                                                    user="0", cancel=cancel))
@@ -106,6 +109,7 @@ def _setup(driver: Driver, workspace_id: str, guest_path: str, cancel: CancelTok
         raise AgentUnsupported(f"the agent cannot start in the workspace (exit {result.exit_code}): {message}",
                                hint="the agent needs python3 >= 3.9 on glibc x86_64/aarch64 in the image")
     try:
-        return str(json.loads(out.getvalue())["python"])
-    except (ValueError, KeyError, TypeError):
-        return ""
+        report = json.loads(out.getvalue())
+    except ValueError:
+        return {}
+    return report if isinstance(report, dict) else {}

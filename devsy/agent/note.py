@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from devsy.workspace.fsdirs import write_atomic
@@ -32,10 +32,10 @@ class AgentNote:
     why: str = ""  # for exec sessions: why the agent cannot run in the guest
     terminal: str = ""  # for exec sessions: the guest's util-linux `script`, which gives them a pty ("" = none)
     # What lets a reused `up` skip checking the agent in the guest (host_view.py): the architecture it was built for,
-    # the instance it was set up in, and how its file looked from the host then ("" = unknown: check in the guest).
+    # the instance it was set up in, and how the files it runs from looked then (empty: check in the guest).
     arch: str = ""
     instance: str = ""
-    stamp: str = ""
+    stamps: dict[str, str] = field(default_factory=dict)
 
     @property
     def exec_sessions(self) -> bool:
@@ -54,7 +54,7 @@ def read_note(paths: WorkspacePaths) -> AgentNote | None:
                          sessions=_sessions(data.get("sessions")),
                          why=str(data.get("why", "")), terminal=str(data.get("terminal", "")),
                          arch=str(data.get("arch", "")), instance=str(data.get("instance", "")),
-                         stamp=str(data.get("stamp", "")))
+                         stamps={str(k): str(v) for k, v in (data.get("stamps") or {}).items()})
     except (OSError, ValueError, KeyError, TypeError):
         return None  # never written, or unreadable: the agent is simply delivered again
 
