@@ -165,3 +165,43 @@ def test_a_failed_load_is_unavailable_for_waiting_and_later_calls(served: _Serve
     assert "failed while starting" in result[0][1]
     assert _outcome(_calls(served.stub, "ws")["Find"])[0] == grpc.StatusCode.UNAVAILABLE
     assert "no module named backend_sdk" in capfd.readouterr().err  # the traceback, as a crash at start-up shows it
+
+
+def test_the_early_phase_answers_while_the_providers_own_load_still_runs(served: _Served) -> None:
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    def plumbing(server: Any) -> None:
+        servicer = health.HealthServicer()
+        servicer.set("plugin", health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+
+    health_stub = health_pb2_grpc.HealthStub(served.channel)
+    check = lambda: health_stub.Check(health_pb2.HealthCheckRequest(service="plugin"), timeout=WAIT_S)  # noqa: E731
+    early_health: list[Any] = []
+    waiting = threading.Thread(target=lambda: early_health.append(check().status))
+    waiting.start()
+    assert served.services.waiting.acquire(timeout=WAIT_S)  # it arrived before either phase ran
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_backend(server: Any) -> None:
+        loading.set()
+        assert release.wait(WAIT_S)
+        served.register(server)
+
+    loader = threading.Thread(target=lambda: served.services.load(slow_backend, early=plumbing))
+    loader.start()
+    try:
+        assert loading.wait(WAIT_S)
+        waiting.join(WAIT_S)
+        assert early_health == [health_pb2.HealthCheckResponse.SERVING]  # the waiting call, served by the early phase
+        assert check().status == health_pb2.HealthCheckResponse.SERVING  # and a new one, while the backend loads
+        info: list[Any] = []
+        pending = threading.Thread(target=lambda: info.append(_outcome(_calls(served.stub, "ws")["Info"])))
+        pending.start()
+        assert served.services.waiting.acquire(timeout=WAIT_S)  # the provider's own method still waits
+        assert not info
+    finally:
+        release.set()
+        loader.join(WAIT_S)
+    pending.join(WAIT_S)
+    assert pb.InfoResponse.FromString(info[0]).driver_name == "fake"

@@ -1,16 +1,19 @@
 """A provider's services registered after its gRPC server started, so that the handshake line need not wait for them.
 
 `DeferredServices` is both a registration target (what a generated `add_*Servicer_to_server` calls) and the one
-generic handler the server consults for every method it does not serve itself (health, controller, stdio). Once
-`load` has run, a call gets the registered handler itself (nothing in between). A call that arrives before (a host
-sends Info right after the handshake) waits, bounded, for `load`, then runs on that handler: the request and
-response bytes go through the handler's own (de)serializers, so the wire and the servicer see what they always do.
+generic handler the server consults for every method. Registration has two phases: first what must answer soon
+(go-plugin's health, controller and stdio: cheap to import), then the provider's own services (their imports may
+take long). Each phase's methods are served as soon as that phase has run; a call gets the registered handler itself
+(nothing in between). A call that arrives before its phase has run (a host sends Info right after the handshake)
+waits, bounded, for it, then runs on that handler: the request and response bytes go through the handler's own
+(de)serializers, so the wire and the servicer see what they always do.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,6 +28,8 @@ LOAD_WAIT_S = 60.0
 class DeferredServices(grpc.GenericRpcHandler):
     def __init__(self, wait_s: float = LOAD_WAIT_S) -> None:
         self._handlers: list[grpc.GenericRpcHandler] = []
+        self._early = 0  # how many of the handlers the first phase registered (served before the rest is loaded)
+        self._early_done = threading.Event()
         self._loaded = threading.Event()
         self._failed = False
         self._wait_s = wait_s
@@ -36,14 +41,21 @@ class DeferredServices(grpc.GenericRpcHandler):
     def add_registered_method_handlers(self, service_name: str, handlers: dict[str, Any]) -> None:
         """Generated code registers each method twice; the generic handlers it passed first already cover them."""
 
-    def load(self, register: Callable[[DeferredServices], None]) -> bool:
-        """Run `register(self)`; False (traceback on stderr, waiting calls told UNAVAILABLE) if it raised."""
+    def load(self, register: Callable[[DeferredServices], None],
+             early: Callable[[DeferredServices], None] | None = None) -> bool:
+        """Run `early(self)`, serve what it registered, then run `register(self)`; False (traceback on stderr,
+        waiting calls told UNAVAILABLE) if either raised."""
         try:
+            if early is not None:
+                early(self)
+                self._early = len(self._handlers)
+            self._early_done.set()
             register(self)
         except BaseException:  # noqa: BLE001 - a crash at start-up: reported as Python reports one, then exit 1
             self._failed = True
             traceback.print_exc()
         finally:
+            self._early_done.set()
             self._loaded.set()
         return not self._failed
 
@@ -51,28 +63,43 @@ class DeferredServices(grpc.GenericRpcHandler):
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         if self._loaded.is_set():
             return self._lookup(handler_call_details)
+        found = self._lookup_early(handler_call_details)
+        if found is not None:
+            return found
         return grpc.stream_stream_rpc_method_handler(functools.partial(self._when_loaded, handler_call_details))
+
+    def _lookup_early(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        if not self._early_done.is_set():
+            return None
+        return _first(self._handlers[:self._early], details)
 
     def _lookup(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         if self._failed:
             return grpc.stream_stream_rpc_method_handler(_failed_start)
-        for handler in self._handlers:
-            found = handler.service(details)
-            if found is not None:
-                return found
-        return None
+        return _first(self._handlers, details)
 
     def _when_loaded(self, details: grpc.HandlerCallDetails, requests: Iterator[bytes],
                      context: grpc.ServicerContext) -> Iterator[bytes]:
         remaining = context.time_remaining()
         wait_s = self._wait_s if remaining is None else min(self._wait_s, remaining)
-        if not self._loaded.wait(wait_s):
-            context.abort(grpc.StatusCode.UNAVAILABLE,
-                          f"the provider's services were still loading after {wait_s:.0f}s")
-        handler = self._lookup(details)
+        deadline = time.monotonic() + wait_s
+        handler = self._lookup_early(details) if self._early_done.wait(wait_s) else None
+        if handler is None:
+            if not self._loaded.wait(max(0.0, deadline - time.monotonic())):
+                context.abort(grpc.StatusCode.UNAVAILABLE,
+                              f"the provider's services were still loading after {wait_s:.0f}s")
+            handler = self._lookup(details)
         if handler is None:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")  # grpc's own words for it
         yield from _run(handler, requests, context)
+
+
+def _first(handlers: list[grpc.GenericRpcHandler], details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    for handler in handlers:
+        found = handler.service(details)
+        if found is not None:
+            return found
+    return None
 
 
 def _failed_start(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:

@@ -7,8 +7,9 @@ after the handshake, as go-plugin does with a Go provider's os.Stdout (stdio_str
 The line is printed as soon as that server listens and answers (a host dials once, right after reading it, and
 does not retry a refused connection): every service, go-plugin's three included, is registered just after it, so
 that their imports (protobuf and its messages, the backend's SDK) are not paid before the line; only gRPC itself is.
-An RPC that arrives meanwhile waits for them (deferred.py), so the host sees a slower first answer, never a missing
-method.
+go-plugin's three come first and answer as soon as they are registered (a host's health check need not wait for the
+backend's SDK). An RPC that arrives before its service is registered waits for it (deferred.py), so the host sees a
+slower first answer, never a missing method.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def serve_plugin(register: Callable[[DeferredServices], None], *, max_workers: i
         _print_line(unix_line(str(path)).format())
         if after_line is not None:
             after_line()
-        if services.load(plumbing.then(register)):
+        if services.load(register, early=plumbing.register):
             stop.wait()
         else:
             code = 1
@@ -147,13 +148,6 @@ class _Plumbing:
         self._stdio = StdioStream()
         grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(StdioServicer(self._stdio), target)
         sys.stdout = stdout_writer(self._stdio)
-
-    def then(self, register: Callable[[DeferredServices], None]) -> Callable[[DeferredServices], None]:
-        """What registers the plumbing, then the provider's services (so that these can print to the host)."""
-        def both(target: DeferredServices) -> None:
-            self.register(target)
-            register(target)
-        return both
 
     def close(self) -> None:
         if self._stdio is not None:
