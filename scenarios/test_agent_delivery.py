@@ -131,12 +131,15 @@ def test_stream_delivery(provider: Provider, case: CaseContext, devsy: DevsyHand
     assert _mounts_over(devsy, wid, GUEST_DIR) == [], "the agent's folder is a mount, not the instance's own disk"
     assert tree_digest(source) == before, "delivery wrote into the workspace source"
 
-    # An unchanged agent is not sent again: the next up finds it (same inode and mtime), opening no source.
+    # An unchanged agent is not sent again, opening no source: the next up finds it in the guest ("present"), or
+    # proves from the host that it is in place and does not look at all (the built-in Docker driver's view of the
+    # container's root: devsy/agent/host_view.py).
     devsy.up(source, wid, env=env).ws()
     assert _sha(_built_agent(case, devsy)) == sha, "devsy's agent build changed during the case (its guest " \
         "sources were edited meanwhile), so a second transfer is right; rerun on a stable tree"
-    again = _trace(trace_file)[len(trace):]
-    assert [e["event"] for e in again] == ["present"], f"the second up transferred again: {again}"
+    again = [e["event"] for e in _trace(trace_file)[len(trace):]]
+    assert again in (["present"], []), f"the second up transferred again: {again}"
+    record_figure("second_up_agent_check", "in the guest" if again else "from the host")
     assert _guest_file(devsy, wid, _guest_path(sha)) == guest, "the guest's agent was rewritten"
     record_figure("agent_bytes", size)
     record_figure("agent_sha256", sha)
