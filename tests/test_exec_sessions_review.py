@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import select
 import socket
 import subprocess
 import threading
@@ -29,49 +28,13 @@ from collections.abc import Iterator
 import pytest
 
 from helpers.cli import HOST_NET, cli_env
-from test_port_forward import LISTEN_BOUND_S, _connect, _free_port, _get, http_server  # noqa: F401 - fixture
+from helpers.local_forwards import LISTEN_BOUND_S, LocalForwards
+from test_port_forward import _connect, _get, http_server  # noqa: F401 - fixture
 
 SSH_TIMEOUT_S = 60
 # A forwarded GET on loopback takes well under a second; the agent's blocked connect holds it for ~10 s.
 STALL_BOUND_S = 7.0
 END_BOUND_S = 15.0
-
-
-class _Forwards:
-    """`ssh -v -L ... <id>.devsy 'read _'` with several local forwards, ready once OpenSSH says each one listens."""
-
-    def __init__(self, devsy, workspace: str, targets: list[int], *options: str) -> None:
-        self.locals = [_free_port() for _ in targets]
-        specs = [arg for local, target in zip(self.locals, targets) for arg in
-                 ("-L", f"127.0.0.1:{local}:127.0.0.1:{target}")]
-        self.proc = subprocess.Popen(
-            ["ssh", "-v", "-F", str(devsy.ssh_config), "-o", "ExitOnForwardFailure=yes", *options, *specs,
-             f"{workspace}.devsy", "read _"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(devsy))
-        self.stderr = b""
-        for local in self.locals:
-            self.wait_for(f"Local connections to 127.0.0.1:{local} forwarded".encode())
-
-    def wait_for(self, line: bytes, timeout: float = LISTEN_BOUND_S) -> None:
-        """Until OpenSSH's debug output holds `line` (its own account of an event, not a guess by time)."""
-        deadline = time.monotonic() + timeout
-        while line not in self.stderr:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0 and self.proc.poll() is None, (line, self.stderr.decode(errors="replace")[-3000:])
-            if select.select([self.proc.stderr], [], [], remaining)[0]:
-                chunk = os.read(self.proc.stderr.fileno(), 65536)  # type: ignore[union-attr]
-                assert chunk or self.proc.poll() is None, self.stderr.decode(errors="replace")[-3000:]
-                self.stderr += chunk
-
-    def close(self) -> None:
-        with_input = self.proc.stdin
-        if with_input is not None:
-            with_input.close()
-        try:
-            self.proc.wait(timeout=SSH_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=SSH_TIMEOUT_S)
 
 
 @pytest.fixture
@@ -96,7 +59,7 @@ def blackhole() -> Iterator[int]:
 def test_a_slow_forward_destination_does_not_stall_the_connection(request, devsy, http_server, blackhole, path):
     """Bug 1: one forwarded connection to a destination that does not answer must not hold up the others."""
     workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
-    forwards = _Forwards(devsy, workspace, [blackhole, http_server])
+    forwards = LocalForwards(devsy, workspace, [blackhole, http_server])
     stuck = None
     try:
         slow_port, good_port = forwards.locals
@@ -168,7 +131,7 @@ def test_a_closed_forwarded_connection_reaches_the_destination(request, devsy, p
     """Bug 2: when the client closes its forwarded connection, the destination's connection must end too."""
     workspace = request.getfixturevalue(_WORKSPACES[path])
     destination = _Destination()
-    forwards = _Forwards(devsy, workspace, [destination.port])
+    forwards = LocalForwards(devsy, workspace, [destination.port])
     try:
         with _connect(forwards.locals[0]) as client:
             client.sendall(b"hello\n")

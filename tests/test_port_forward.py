@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import http.server
 import secrets
-import os
-import select
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from devsy.bounded_wait import poll_until
 
-from helpers.cli import HOST_NET, cli_env
+from helpers.cli import HOST_NET
+from helpers.local_forwards import LISTEN_BOUND_S, LocalForwards
 
 BODY = b"forwarded through the workspace\n"
-LISTEN_BOUND_S = 30.0
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -49,12 +45,6 @@ def http_server() -> Iterator[int]:
     server.shutdown()
     server.server_close()
     thread.join(10)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _connect(port: int) -> socket.socket:
@@ -85,32 +75,6 @@ def _get(port: int) -> bytes:
         return reply
 
 
-class _Forward:
-    """`ssh -L LOCAL:127.0.0.1:TARGET <id>.devsy 'read _'`, up once OpenSSH says it forwards (its own debug line,
-    after authentication: a probe connection would be a forwarded connection of its own). It ends as a session
-    does: our end of its input closes, the remote `read` returns, and OpenSSH exits by itself."""
-
-    def __init__(self, devsy, workspace: str, target: int) -> None:
-        self.local = _free_port()
-        self.proc = subprocess.Popen(
-            ["ssh", "-v", "-F", str(devsy.ssh_config), "-o", "ExitOnForwardFailure=yes",
-             "-L", f"127.0.0.1:{self.local}:127.0.0.1:{target}", f"{workspace}.devsy", "read _"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(devsy))
-        self.stderr = b""
-        ready = f"Local connections to 127.0.0.1:{self.local} forwarded".encode()
-        deadline = time.monotonic() + LISTEN_BOUND_S
-        while ready not in self.stderr:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0 and self.proc.poll() is None, self.stderr.decode(errors="replace")[-3000:]
-            if select.select([self.proc.stderr], [], [], remaining)[0]:
-                self.stderr += os.read(self.proc.stderr.fileno(), 65536)  # type: ignore[union-attr]
-
-    def close(self) -> bytes:
-        _, rest = self.proc.communicate(b"", timeout=30)
-        assert self.proc.returncode == 1, (self.proc.returncode, rest)  # `read` at end of input
-        return self.stderr + rest
-
-
 def _workspace(request, devsy, kind: str) -> tuple[str, str]:
     """(workspace, its session path) for an image kind: python3 (agent), Debian without it (exec sessions, bash's
     /dev/tcp) or busybox (exec sessions, nc)."""
@@ -128,13 +92,13 @@ def _workspace(request, devsy, kind: str) -> tuple[str, str]:
 @pytest.mark.parametrize("kind", ["agent", "exec", "busybox"])
 def test_local_forward_reaches_a_loopback_server(request, devsy, http_server, kind):
     workspace, _ = _workspace(request, devsy, kind)
-    forward = _Forward(devsy, workspace, http_server)
+    forward = LocalForwards(devsy, workspace, [http_server])
     try:
         for _ in range(3):  # one connection after another over the same SSH connection
-            reply = _get(forward.local)
+            reply = _get(forward.locals[0])
             assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(BODY), reply
     finally:
-        forward.close()
+        forward.finish()
 
 
 @pytest.mark.parametrize("kind", ["agent", "exec", "busybox"])
@@ -144,11 +108,11 @@ def test_a_refused_destination_closes_the_forwarded_connection(request, devsy, k
     with socket.socket() as reserved:
         reserved.bind(("127.0.0.1", 0))
         refused = reserved.getsockname()[1]
-        forward = _Forward(devsy, workspace, refused)
+        forward = LocalForwards(devsy, workspace, [refused])
         try:
-            assert _get(forward.local) == b""
+            assert _get(forward.locals[0]) == b""
         finally:
-            stderr = forward.close()
+            stderr = forward.finish()
     if path == "agent":  # reported as the channel's open failure, as sshd does
         assert b"open failed: connect failed" in stderr, stderr
     else:  # the exec path learns it from its connector, after the channel opened
