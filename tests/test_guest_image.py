@@ -17,6 +17,7 @@ import docker.errors
 import pytest
 
 from fixtures import guest_image
+from helpers.engine import run_once
 from fixtures.guest_image import (
     CACHE_ENV,
     DEFAULT_RECIPE,
@@ -28,9 +29,6 @@ from fixtures.guest_image import (
     guest_key,
     rootfs_tar_path,
 )
-
-CONTAINER_WAIT_S = 60
-
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[docker.DockerClient]:
@@ -55,17 +53,6 @@ def private_tag(client: docker.DockerClient) -> Iterator[str]:
         pass
 
 
-def run_in_guest(client: docker.DockerClient, image: str, argv: list[str]) -> tuple[int, str]:
-    """Run `argv` in a fresh container of `image`; return (exit code, combined output). Always removes it."""
-    container = client.containers.create(image, argv, network_mode="host", name=f"devsy-test-{uuid.uuid4().hex[:12]}")
-    try:
-        container.start()
-        status = container.wait(timeout=CONTAINER_WAIT_S)
-        return status["StatusCode"], container.logs(stdout=True, stderr=True).decode()
-    finally:
-        container.remove(force=True)
-
-
 @pytest.mark.docker
 def test_second_call_builds_and_imports_nothing(client: docker.DockerClient, guest: GuestImage) -> None:
     image_id = client.images.get(guest.tag).id
@@ -79,13 +66,13 @@ def test_second_call_builds_and_imports_nothing(client: docker.DockerClient, gue
 
 @pytest.mark.docker
 def test_guest_runs_python_311(client: docker.DockerClient, guest: GuestImage) -> None:
-    code, out = run_in_guest(client, guest.tag, ["python3", "-c", "import sys; print(sys.version_info[:2])"])
+    code, out = run_once(client, guest.tag, ["python3", "-c", "import sys; print(sys.version_info[:2])"])
     assert (code, out.strip()) == (0, "(3, 11)")
 
 
 @pytest.mark.docker
 def test_guest_has_dev_and_alt_users(client: docker.DockerClient, guest: GuestImage) -> None:
-    code, out = run_in_guest(client, guest.tag, ["sh", "-c", "getent passwd dev alt && stat -c '%n %u' /home/*"])
+    code, out = run_once(client, guest.tag, ["sh", "-c", "getent passwd dev alt && stat -c '%n %u' /home/*"])
     assert code == 0, out
     lines = out.splitlines()
     users = {f[0]: f for f in (line.split(":") for line in lines if ":" in line)}

@@ -6,12 +6,12 @@ containers the tests create are removed.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import docker
 import pytest
 
+from helpers.engine import run_once
 from fixtures.guest_image import (
     BUSYBOX_IMAGE_TAG,
     BUSYBOX_RECIPE,
@@ -27,7 +27,6 @@ from fixtures.guest_image import (
     main,
 )
 
-CONTAINER_WAIT_S = 60
 # Every name a python interpreter goes by in Debian (the perl in perl-base is fine: it is no python).
 NO_PYTHON_PROBE = ("for p in python3 python python3.11; do command -v $p && exit 1; done; "
                    "ls /usr/lib 2>/dev/null | grep -i python && exit 1; echo none")
@@ -47,15 +46,7 @@ def image(request: pytest.FixtureRequest) -> GuestImage:
 
 
 def run_in(client: docker.DockerClient, image: str, script: str, user: str = "0") -> tuple[int, str]:
-    """`/bin/sh -c script` in a fresh container of `image`; (exit code, combined output). Always removes it."""
-    container = client.containers.create(image, ["/bin/sh", "-c", script], user=user, network_mode="host",
-                                         name=f"devsy-test-{uuid.uuid4().hex[:12]}")
-    try:
-        container.start()
-        status = container.wait(timeout=CONTAINER_WAIT_S)
-        return status["StatusCode"], container.logs(stdout=True, stderr=True).decode()
-    finally:
-        container.remove(force=True)
+    return run_once(client, image, ["/bin/sh", "-c", script], user=user)
 
 
 def test_recipes_have_their_own_keys() -> None:

@@ -50,3 +50,21 @@ def containers_of(client, workspace_id: str) -> list:
 
 def volumes_of(client, workspace_id: str) -> list:
     return client.volumes.list(filters={"label": f"dev.devsy.workspace={workspace_id}"})
+
+
+ONE_SHOT_WAIT_S = 60
+
+
+def run_once(client, image: str, argv: list[str], user: str = "") -> tuple[int, str]:
+    """Run `argv` in a fresh container of `image` (host networking, as everything here); (exit code, combined
+    output). The container is always removed."""
+    import uuid
+
+    container = client.containers.create(image, argv, user=user or None, network_mode="host",
+                                         name=f"devsy-test-{uuid.uuid4().hex[:12]}")
+    try:
+        container.start()
+        status = container.wait(timeout=ONE_SHOT_WAIT_S)
+        return status["StatusCode"], container.logs(stdout=True, stderr=True).decode()
+    finally:
+        container.remove(force=True)
