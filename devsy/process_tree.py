@@ -241,38 +241,55 @@ def kill_tree(root: Pinned, *, kill_wait: float = KILL_WAIT_S) -> list[Stopped]:
     Each member is frozen (SIGSTOP) as it is found and the search repeats once all of them show as stopped, so a
     fork under way is seen rather than missed; a member's identity is proven by its parent being a frozen member (a
     stopped parent cannot end, so its child's pid names that child). A descendant that was already reparented
-    elsewhere (a daemon that double-forked) is not in the tree and is left alone. The caller closes `root`."""
+    elsewhere (a daemon that double-forked) is not in the tree and is left alone. A member we may not signal
+    (another user's) is left running: the rest is killed, then PermissionError names it. The caller closes `root`."""
     from devsy.bounded_wait import WaitTimeout, poll_until  # only here: this module stays standard library
 
     tree = {root.pid: root}
+    unreachable: set[int] = set()  # members we may not signal (another user's): reported once the rest is dead
     done = False
     root.signal(signal.SIGSTOP)
     try:
-        while True:
+        for _ in range(_MAX_ROUNDS):  # bounded: a member we could not freeze may go on forking
             with contextlib.suppress(WaitTimeout):  # one that never shows stopped is KILLed all the same
-                poll_until(lambda: [pid for pid in tree if _state(pid) not in ("T", "Z", "X", None)],
+                poll_until(lambda: [pid for pid in tree if pid not in unreachable and _state(pid) not in _STOPPED],
                            lambda running: not running, timeout=FREEZE_WAIT_S, interval=0.005,
                            what="the process tree to stop")
-            if not _add_children(tree):
+            if not _add_children(tree, unreachable):
                 break
-        running = [member for member in tree.values() if not member.exited()]  # a zombie is not killed: gone
+        # A zombie is not killed: gone. Nor is one we may not signal: the others are, then the error names it.
+        running = [member for pid, member in tree.items() if pid not in unreachable and not member.exited()]
         killed = {one.pid: one for one in stop(running, group=False, grace=0, kill_wait=kill_wait)}
         done = True
-        return [killed.get(pid, Stopped(pid, Outcome.GONE)) for pid in tree]
     finally:
         for member in tree.values():
-            if not done:  # an error part-way (a member we may not signal): none of those frozen stays frozen
+            if not done:  # an unexpected error part-way: none of those frozen stays frozen
                 with contextlib.suppress(OSError):
                     member.signal(signal.SIGKILL)
             if member is not root:
                 member.close()
+    if unreachable:
+        raise PermissionError(f"not allowed to signal process(es) {', '.join(map(str, sorted(unreachable)))} of the "
+                              "tree (another user's); the rest of it was killed")
+    return [killed.get(pid, Stopped(pid, Outcome.GONE)) for pid in tree]
 
 
-def _add_children(tree: dict[int, Pinned]) -> bool:
+_MAX_ROUNDS = 64
+# /proc states of a process that runs no more: stopped (by a signal, or by a tracer), zombie, dead; None: gone.
+_STOPPED = ("T", "t", "Z", "X", None)
+
+
+def _add_children(tree: dict[int, Pinned], unreachable: set[int]) -> bool:
     """Pin and freeze the processes outside `tree` whose parent is a live member, into `tree` as each is found (so
     the caller holds every one frozen, also when a later one fails); whether any was found. A member that has exited
-    is no parent: once reaped, its pid may be another process's."""
+    is no parent: once reaped, its pid may be another process's (asked again once the child's pidfd is open). One we
+    may not signal joins `unreachable`, and the search goes on below it."""
     live = {pid for pid, member in tree.items() if not member.exited()}
+
+    def parent_still_live(pid: int) -> bool:
+        parent = _parent(pid)
+        return parent in live and not tree[parent].exited()
+
     added = False
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) in tree:
@@ -280,11 +297,15 @@ def _add_children(tree: dict[int, Pinned]) -> bool:
         pid = int(entry.name)
         if _parent(pid) not in live:
             continue
-        child = pin(pid, lambda pid=pid: _parent(pid) in live)  # type: ignore[misc]
-        if child is not None:
-            tree[pid] = child
+        child = pin(pid, lambda pid=pid: parent_still_live(pid))  # type: ignore[misc]
+        if child is None:
+            continue
+        tree[pid] = child
+        added = True
+        try:
             child.signal(signal.SIGSTOP)
-            added = True
+        except PermissionError:
+            unreachable.add(pid)
     return added
 
 

@@ -3,6 +3,7 @@ someone else's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -234,3 +235,38 @@ def test_kill_tree_of_a_process_that_already_exited_signals_nothing(children) ->
     with root:
         root.wait(10)  # it exited (a zombie until reaped): nothing of it runs
         assert [one.outcome for one in process_tree.kill_tree(root)] == [Outcome.GONE]
+
+
+def test_kill_tree_kills_the_rest_of_a_tree_with_a_member_it_may_not_signal(children, monkeypatch) -> None:
+    """A member that cannot be signalled (as another user's would be) stops neither the search below it nor the kill
+    of the others; the error names it afterwards."""
+    import psutil
+
+    # The middle member execs a sleep that keeps its two children: it does not end when they are killed.
+    proc = subprocess.Popen(["sh", "-c", "sh -c 'sleep 600 & sleep 600 & exec sleep 601' & sleep 600 & wait"],
+                            start_new_session=True)
+    children.append(proc)
+    wait_until(lambda: len(_descendants(proc.pid)) == 4, timeout=10, interval=0.01, what="the tree to start")
+    tree = _descendants(proc.pid)
+    wait_until(lambda: any(len(p.children()) == 2 for p in psutil.Process(proc.pid).children()), timeout=10,
+               interval=0.01, what="the middle member to exec")
+    middle = next(p.pid for p in psutil.Process(proc.pid).children() if len(p.children()) == 2)
+    real_signal = process_tree.Pinned.signal
+
+    def refuse_the_middle(self, sig, *, group=False):
+        if self.pid == middle and sig != signal.SIGKILL:
+            raise PermissionError(1, "Operation not permitted")
+        return real_signal(self, sig, group=group)
+
+    monkeypatch.setattr(process_tree.Pinned, "signal", refuse_the_middle)
+    try:
+        with process_tree.pin_child(proc) as root:  # type: ignore[union-attr]
+            with pytest.raises(PermissionError, match=str(middle)):
+                process_tree.kill_tree(root)
+        assert proc.wait(10) == -signal.SIGKILL
+        running = [pid for pid in tree - {middle} if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+        assert not running, f"left running below or beside the member it may not signal: {running}"
+        assert psutil.Process(middle).status() != "zombie", "the member it may not signal was signalled after all"
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(middle).kill()
