@@ -56,7 +56,7 @@ def host_stamp(details: ContainerDetails, guest_path: str) -> str:
             if not stat.S_ISDIR(os.fstat(fds[-1]).st_mode):  # a link (opened as itself) or a file: no walk on
                 return ""
         return stamp(os.stat(names[-1], dir_fd=fds[-1], follow_symlinks=False))
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path the guest reported
         return ""
     finally:
         for fd in fds:

@@ -54,9 +54,13 @@ def read_note(paths: WorkspacePaths) -> AgentNote | None:
                          sessions=_sessions(data.get("sessions")),
                          why=str(data.get("why", "")), terminal=str(data.get("terminal", "")),
                          arch=str(data.get("arch", "")), instance=str(data.get("instance", "")),
-                         stamps={str(k): str(v) for k, v in (data.get("stamps") or {}).items()})
-    except (OSError, ValueError, KeyError, TypeError):
+                         stamps=_stamps(data.get("stamps")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # never written, or unreadable: the agent is simply delivered again
+
+
+def _stamps(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _sessions(value: object) -> Sessions:
