@@ -6,6 +6,7 @@ real engine: its exec_create events."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 import zipfile
@@ -17,10 +18,10 @@ from helpers.projects import make_project
 from devsy.agent.artifact import resolve_artifact
 from devsy.agent.build import build_agent
 from devsy.agent.delivery import guest_agent_path
-from devsy.agent.host_view import host_stamp, host_stamps, instance_identity
+from devsy.agent.host_view import host_stamp, host_stamps, instance_identity, still_in_place
 from devsy.agent.install import agent_in_place
 from devsy.agent.note import AgentNote, write_note
-from devsy.agent.guest.stamps import guest_stamps
+from devsy.agent.guest.stamps import guest_stamps, search_path_dirs
 from devsy.driver.base import ContainerDetails, InstanceStatus
 from devsy.workspace.paths import workspace_paths
 
@@ -152,8 +153,43 @@ def _as_guest_sees(root, path: str) -> dict[str, str]:
 def test_the_guest_and_the_host_see_the_same_stamp_until_the_file_changes(root):
     recorded = host_stamps(_details(root), _as_guest_sees(root, GUEST))
     assert list(recorded) == [GUEST]
-    (root / GUEST.lstrip("/")).write_bytes(b"other")
+    (root / GUEST.lstrip("/")).write_bytes(b"other bytes")  # another size: no timestamp granularity involved
     assert host_stamp(_details(root), GUEST) not in ("", recorded[GUEST])
+
+
+def test_every_link_from_the_interpreters_name_is_stamped(root, tmp_path):
+    # /usr/bin/python3 -> /etc/alternatives/python3 -> /usr/bin/python3.9, as on RHEL: retargeting the middle link
+    # (alternatives --set) changes what python3 starts, and a stamp.
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "etc" / "alternatives").mkdir(parents=True)
+    for version in ("3.9", "3.11"):
+        (root / "usr" / "bin" / f"python{version}").write_bytes(b"interpreter " + version.encode())
+    (root / "etc" / "alternatives" / "python3").symlink_to("../../usr/bin/python3.9")  # relative: stays in root
+    (root / "usr" / "bin" / "python3").symlink_to("../../etc/alternatives/python3")
+    seen = {key[len(str(root)):]: value for key, value in guest_stamps([str(root / "usr/bin/python3")]).items()}
+    assert set(seen) == {"/usr/bin/python3", "/etc/alternatives/python3", "/usr/bin/python3.9"}
+    recorded = host_stamps(_details(root), seen)
+    assert recorded == seen
+    middle = root / "etc" / "alternatives" / "python3"
+    middle.unlink()
+    middle.symlink_to("../../usr/bin/python3.11")
+    assert not still_in_place(_details(root), recorded)
+
+
+def test_a_program_added_earlier_in_the_search_path_changes_a_stamp(root, monkeypatch):
+    early, late = root / "usr" / "local" / "bin", root / "usr" / "bin"
+    early.mkdir(parents=True)
+    late.mkdir(parents=True)
+    (late / "python3").write_bytes(b"interpreter")
+    (late / "python3").chmod(0o755)
+    os.utime(early, ns=(10**18, 10**18))  # an old time, so that the entry added below moves it whatever the clock
+    monkeypatch.setenv("PATH", f"{early}:{late}:{root / 'never-read'}")
+    assert search_path_dirs("python3") == [str(early), str(late)]
+    recorded = host_stamps(_details(root), {key[len(str(root)):]: value
+                                            for key, value in guest_stamps(search_path_dirs("python3")).items()})
+    assert set(recorded) == {"/usr/local/bin", "/usr/bin"}
+    (early / "python3").write_bytes(b"another interpreter, found first")
+    assert not still_in_place(_details(root), recorded)
 
 
 def test_nothing_is_recorded_where_the_guest_sees_another_file(root, tmp_path):

@@ -64,13 +64,13 @@ def main(argv: list, site: str, build: str) -> int:
         from .fastimport import import_paramiko
         from .hostkey import load_or_create
 
-        from .stamps import guest_stamps
+        from .stamps import guest_stamps, search_path_dirs
 
         import_paramiko()
         key = load_or_create(state_dir)
         report["host_key"] = "%s %s" % (key.get_name(), key.get_base64())
-        # What the next `devsy up` may check from the host instead of running anything here: this file and the
-        # interpreter the launcher found (the name it found, and the file that name leads to).
-        report["stamps"] = guest_stamps([sys.argv[0], sys.executable, os.path.realpath(sys.executable)])
+        # What the next `devsy up` may check from the host instead of running anything here: this file, the
+        # interpreter the launcher found (the links from its name to it) and the PATH folders that lookup read.
+        report["stamps"] = guest_stamps([sys.argv[0], sys.executable, *search_path_dirs("python3")])
     print(json.dumps(report, sort_keys=True))
     return 0

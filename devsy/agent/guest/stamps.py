@@ -6,20 +6,43 @@ from __future__ import annotations
 
 import os
 
+_MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
+
 
 def stamp(info: os.stat_result) -> str:
     return "%o:%d:%d:%d:%d" % (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
 def guest_stamps(paths: list) -> dict:
-    """{path: stamp} of each file (not following a final symbolic link), its folder's links resolved so that the
-    host can walk the path without following any; a file that cannot be seen is left out."""
+    """{path: stamp} of each path and of every symbolic link on the way from it to the file it leads to (a link
+    retargeted later, as `alternatives` does, changes a stamp). Each key has its folder's links resolved, so that the
+    host can walk it without following any. What cannot be seen is left out."""
     stamps = {}
     for path in paths:
-        folder, name = os.path.split(os.path.abspath(path))
-        resolved = os.path.join(os.path.realpath(folder), name)
-        try:
-            stamps[resolved] = stamp(os.lstat(resolved))
-        except OSError:
-            continue
+        current = os.path.abspath(path)
+        for _ in range(_MAX_LINKS):
+            folder, name = os.path.split(current)
+            current = os.path.join(os.path.realpath(folder), name)
+            try:
+                info = os.lstat(current)
+            except OSError:
+                break
+            stamps[current] = stamp(info)
+            if not os.path.islink(current):
+                break
+            current = os.path.join(os.path.dirname(current), os.readlink(current))
     return stamps
+
+
+def search_path_dirs(program: str) -> list:
+    """The folders of PATH that a lookup of `program` reads, up to the one holding it: an entry added to one of them
+    later (a `program` found first) changes that folder's stamp."""
+    dirs = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        dirs.append(entry)
+        candidate = os.path.join(entry, program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            break
+    return dirs
