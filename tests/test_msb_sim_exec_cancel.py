@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import select
 import shutil
 import signal
 import subprocess
@@ -34,6 +33,7 @@ from fixtures.msb_sim.docker import LABEL_HOME, LABEL_SANDBOX, sweep, untag_imag
 from fixtures.msb_sim.state import home_key
 from fixtures.process_observer import ObservedProcess, ProcessObserver
 from helpers.cli import DEVSY, DevsyCli, cli_env
+from helpers.streams import read_line
 
 SIM = str(Path(sys.executable).with_name("devsy-msb-sim"))
 CANCEL_BOUND_S = 10.0  # devsy's exit and the tree's death, from the signal (the catalogue's bound)
@@ -93,19 +93,6 @@ def _started_at(container: str) -> str:
                           text=True, timeout=60, check=True).stdout.strip()
 
 
-def _readline(fd: int, timeout: float) -> bytes:
-    deadline, line = time.monotonic() + timeout, b""
-    while not line.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(fd, 1)
-        if not chunk:
-            break
-        line += chunk
-    return line
-
-
 def _cancel_kills_the_tree(cli: DevsyCli, workspace_id: str, argv_for: Callable[[str], list[str]]) -> None:
     """For each way of cancelling: start the tree through `argv_for(command)`, identify its three processes, signal
     devsy; devsy must exit 128+signal and the three must be dead, both within CANCEL_BOUND_S of the signal. The
@@ -119,7 +106,7 @@ def _cancel_kills_the_tree(cli: DevsyCli, workspace_id: str, argv_for: Callable[
                                 stderr=subprocess.PIPE, env=cli_env(cli), start_new_session=True)
         try:
             assert proc.stdout is not None and proc.stderr is not None
-            line = _readline(proc.stdout.fileno(), READY_TIMEOUT_S)
+            line = read_line(proc.stdout, READY_TIMEOUT_S)
             match = re.fullmatch(rb"ready " + nonce.encode() + rb" (\d+) (\d+) (\d+)\n", line)
             assert match, (line, proc.stderr.read() if proc.poll() is not None else b"(still running)")
             tree: list[ObservedProcess] = [observer.identify(int(pid), nonce) for pid in match.groups()]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import select
 import signal
 import subprocess
 import time
@@ -15,6 +14,7 @@ import pytest
 
 from helpers.cli import DEVSY, HOST_NET, cli_env
 from helpers.projects import make_project
+from helpers.streams import read_line
 from fixtures.process_observer import ProcessObserver
 
 CANCEL_BOUND_S = 10.0
@@ -22,19 +22,6 @@ CANCEL_BOUND_S = 10.0
 
 def _container(docker_client, workspace: str):
     return docker_client.containers.list(all=True, filters={"label": f"dev.devsy.workspace={workspace}"})[0]
-
-
-def _readline(stream, timeout: float = 60) -> bytes:
-    deadline, line = time.monotonic() + timeout, b""
-    while not line.endswith(b"\n") and time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(stream.fileno(), 1)
-        if not chunk:
-            break
-        line += chunk
-    return line
 
 
 def _identity(container) -> tuple[str, str]:
@@ -65,7 +52,7 @@ def test_cancel_kills_the_ready_tree_not_the_instance(request, devsy, docker_cli
     proc = subprocess.Popen([*DEVSY, "ssh", running_workspace, "--command", command], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
     try:
-        line = _readline(proc.stdout)
+        line = read_line(proc.stdout)
         match = re.fullmatch(rb"ready (\d+) (\d+)\n", line)
         assert match, (line, proc.stderr.read() if proc.poll() is not None else b"")
         tree = [observer.identify(int(match[1]), nonce), observer.identify(int(match[2]), nonce)]
@@ -95,7 +82,7 @@ def test_cancel_while_the_guest_blocks_reading_caller_owned_stdin(devsy, running
         proc = subprocess.Popen(argv, stdin=stdin_read, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=cli_env(devsy))
         try:
-            line = _readline(proc.stdout)
+            line = read_line(proc.stdout)
             match = re.fullmatch(rb"ready (\d+)\n", line)
             assert match, line
             blocked = observer.identify(int(match[1]), nonce)
