@@ -26,12 +26,20 @@ class GatedInput(io.RawIOBase):
 
     It has no fileno() on purpose, so the driver reads through read1(), where the gate and close() apply. `read`
     replaces os.read for a source whose descriptor only signals readiness (a paramiko channel's: exec_sessions.py).
+    A terminal session through telnetd (exec_telnet.py) also uses the rest: `encode` rewrites the source's bytes,
+    push() sends bytes of its own ahead of them (a window size), and `hold_at_eof` keeps the input open after the
+    source's end, until close(), as sshd keeps a pty open when its client's input ends.
     """
 
-    def __init__(self, fd: int, read: Callable[[int], bytes] | None = None) -> None:
+    def __init__(self, fd: int, read: Callable[[int], bytes] | None = None, *,
+                 encode: Callable[[bytes], bytes] | None = None, hold_at_eof: bool = False) -> None:
         super().__init__()
         self._fd = fd
         self._read = read or (lambda size: os.read(fd, size))
+        self._encode = encode
+        self._hold_at_eof = hold_at_eof
+        self._source_ended = False
+        self._pending: list[bytes] = []  # pushed (or encoded) bytes not read yet, guarded by _wake_lock
         self._gate = threading.Event()
         self._closing = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
@@ -46,20 +54,48 @@ class GatedInput(io.RawIOBase):
             self._gate.set()
             self._wake()
 
+    def push(self, data: bytes) -> None:
+        """Send `data` before the source's next bytes (once the gate is open), from any thread."""
+        with self._wake_lock:
+            self._pending.append(data)
+        self._wake()
+
     def read1(self, size: int = _CHUNK) -> bytes:
         """Up to `size` bytes once the gate is open; b"" when closed or at end of input. The driver calls this
         (rather than readinto) when it exists, which saves two copies of every chunk."""
+        size = min(size if size > 0 else _CHUNK, _CHUNK)
         while not self._closing.is_set():
+            if self._gate.is_set():
+                pending = self._take_pending(size)
+                if pending:
+                    return pending
             poller = select.poll()  # not select(): the SSH master may hold descriptors past 1023
-            for fd in [self._wake_r, self._fd] if self._gate.is_set() else [self._wake_r]:
-                poller.register(fd, select.POLLIN)
+            poller.register(self._wake_r, select.POLLIN)
+            if self._gate.is_set() and not self._source_ended:
+                poller.register(self._fd, select.POLLIN)
             ready = dict(poller.poll())
             if self._closing.is_set():
                 break
             if self._fd in ready:
-                return self._read(min(size if size > 0 else _CHUNK, _CHUNK))
-            os.read(self._wake_r, 64)  # a gate or close notice; the loop re-reads the flags
+                data = self._read(size)
+                if not data and self._hold_at_eof:
+                    self._source_ended = True  # from now on only pushes and close() end the wait
+                    continue
+                if self._encode is None or not data:
+                    return data
+                encoded = self._encode(data)
+                if len(encoded) > size:
+                    with self._wake_lock:  # what encoding added beyond `size` goes next, before any later push
+                        self._pending.insert(0, encoded[size:])
+                return encoded[:size]
+            os.read(self._wake_r, 64)  # a gate, push or close notice; the loop re-reads the flags
         return b""
+
+    def _take_pending(self, size: int) -> bytes:
+        with self._wake_lock:
+            pending = b"".join(self._pending)
+            self._pending = [pending[size:]] if len(pending) > size else []
+        return pending[:size]
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
         data = self.read1(len(buffer))
