@@ -128,6 +128,31 @@ def busybox_image() -> str:
                               progress=lambda *_: None).tag
 
 
+@pytest.fixture
+def busybox_workspace(devsy, busybox_image: str, tmp_path) -> str:
+    """A running workspace of the busybox image (exec sessions, terminals through busybox telnetd), user `dev`."""
+    ws_id = f"bb-{secrets.token_hex(4)}"
+    devsy.created.add(ws_id)
+    up = devsy.up(make_project(tmp_path / "busybox", {"image": busybox_image, "remoteUser": "dev"}), "--id", ws_id,
+                  *HOST_NET)
+    assert up.json["workspace"]["ssh_path"] == "exec", up.text
+    assert "with a terminal through /bin/busybox telnetd" in up.stderr.decode(), up.text
+    return ws_id
+
+
+@pytest.fixture(scope="session")
+def busybox_without_telnetd_image(docker_client, busybox_image: str) -> str:
+    """Stands in for a busybox built without telnetd (Alpine's): a `busybox` first in PATH that lists every applet but
+    telnetd. With no util-linux `script` either, its sessions get no terminal."""
+    tag = "devsy-test-notelnetd:" + busybox_image.replace(":", "-")
+    shim = '#!/bin/sh\\nif [ "$1" = --list ]; then /bin/busybox --list | /bin/busybox grep -vx telnetd; exit; fi\\n' \
+           'exec /bin/busybox "$@"\\n'
+    dockerfile = (f"FROM {busybox_image}\nRUN mkdir -p /usr/local/bin && printf '{shim}' > /usr/local/bin/busybox && "
+                  "chmod 755 /usr/local/bin/busybox\n")
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
+    return tag
+
+
 @pytest.fixture(scope="session")
 def no_shell_image(docker_client, busybox_image: str) -> str:
     """busybox without its applet links: no /bin/sh (its commands run as `/bin/busybox NAME`). Its entrypoint keeps

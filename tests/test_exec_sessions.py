@@ -15,7 +15,9 @@ import subprocess
 import pytest
 
 from helpers.cli import HOST_NET, cli_env
+from fixtures.process_observer import ProcessObserver
 from helpers.projects import make_project
+from helpers.streams import read_line
 
 MIB = 1 << 20
 SSH_TIMEOUT_S = 120
@@ -83,18 +85,74 @@ def test_a_terminal_through_the_guests_script(devsy, exec_workspace):
     assert re.search(rb"/dev/pts/\d+\r\nsize=\d+ \d+ term=\S+", tty.stdout), tty.stdout
 
 
-def test_busybox_image_sessions_without_a_terminal(devsy, busybox_image, tmp_path):
-    ws_id = f"bb-{secrets.token_hex(4)}"
-    devsy.created.add(ws_id)
-    up = devsy.up(busybox_image, "--id", ws_id, *HOST_NET)
-    assert up.json["workspace"]["ssh_path"] == "exec", up.text
-    assert "without a terminal (no script)" in up.stderr.decode()
-    assert "no terminal (the image has no `script`)" in devsy.run("status", ws_id).stdout.decode()
+def test_busybox_image_sessions_and_their_terminal(devsy, busybox_workspace):
+    ws_id = busybox_workspace
+    assert "terminals through /bin/busybox telnetd" in devsy.run("status", ws_id).stdout.decode()
     data = os.urandom(MIB)
     cat = devsy.run("ssh", ws_id, "--command", "cat", input=data)
     assert (cat.returncode, hashlib.sha256(cat.stdout).digest()) == (0, hashlib.sha256(data).digest()), cat.stderr
     status = _openssh_command(devsy, ws_id, "echo out; echo err >&2; exit 9")
     assert (status.returncode, status.stdout, status.stderr) == (9, b"out\n", b"err\n")
+    # OpenSSH's -tt: a pty from the guest's busybox telnetd, in the workspace folder, tabs given through as sshd's
+    # pty does, the exit status of the command, and nothing of telnet's on the way (negotiation, banner, markers).
+    tty = _openssh_command(devsy, ws_id, 'tty; echo "size=$(stty size) term=$TERM at=$PWD"; printf "a\\tb\\n"; exit 5',
+                           "-tt")
+    assert tty.returncode == 5, tty
+    assert re.fullmatch(rb"/dev/pts/\d+\r\nsize=24 80 term=\S+ at=/workspaces/busybox\r\na\tb\r\n", tty.stdout), tty
+
+
+def test_busybox_terminal_is_byte_exact_in_raw_mode(devsy, busybox_workspace):
+    # Every byte value both ways through the pty (raw, no echo): telnet's IAC and CR rules must leave none changed.
+    data = bytes(range(256)) * 64 + b"\r\n\r\x00\xff\xff\r"
+    command = f'stty raw -echo; echo go; head -c {len(data)}'
+    proc = subprocess.Popen(["ssh", "-F", str(devsy.ssh_config), "-tt", "-e", "none", f"{busybox_workspace}.devsy",
+                             command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env(devsy))
+    try:
+        # Only once the pty is raw: what arrives before `stty raw` would be cooked by the line discipline.
+        assert read_line(proc.stdout) == b"go\n"  # raw: no output processing either
+        proc.stdin.write(data)
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=SSH_TIMEOUT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out == data
+
+
+def test_busybox_terminal_session_is_killed_with_its_client(devsy, docker_client, busybox_workspace):
+    # The client goes away (SIGKILL: nothing of it says goodbye): the session's whole tree in the guest (telnetd, its
+    # login program, the shell and its child) is killed, as for a session without a terminal.
+    container = docker_client.containers.list(filters={"label": f"dev.devsy.workspace={busybox_workspace}"})[0]
+    observer = ProcessObserver.via_docker(container.id)
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    command = f': {nonce}; sh -c "sleep 4242; :" {nonce} & echo "ready $$ $!"; wait'
+    proc = subprocess.Popen(["ssh", "-F", str(devsy.ssh_config), "-tt", f"{busybox_workspace}.devsy", command],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
+    try:
+        match = re.fullmatch(rb"ready (\d+) (\d+)\r\n", read_line(proc.stdout))
+        assert match, proc
+        tree = [observer.identify(int(match[1]), nonce), observer.identify(int(match[2]), nonce)]
+        proc.kill()
+        assert observer.wait_dead(tree, timeout=20) == []
+    finally:
+        proc.kill()
+        proc.wait()
+    # Its private folder for telnetd's login program went with it (the program removes it as its first step).
+    leftover = container.exec_run(["/bin/sh", "-c", "ls -d /tmp/devsy-pty-* 2>/dev/null"]).output
+    assert leftover == b"", leftover
+
+
+def test_no_terminal_where_the_image_has_neither_script_nor_telnetd(devsy, busybox_without_telnetd_image, tmp_path):
+    ws_id = f"nt-{secrets.token_hex(4)}"
+    devsy.created.add(ws_id)
+    up = devsy.up(busybox_without_telnetd_image, "--id", ws_id, *HOST_NET)
+    assert up.json["workspace"]["ssh_path"] == "exec", up.text
+    assert "without a terminal (neither script nor busybox telnetd)" in up.stderr.decode()
+    human_status = devsy.run("status", ws_id).stdout.decode()
+    assert "no terminal (the image has neither `script` nor busybox telnetd)" in human_status, human_status
+    status = _openssh_command(devsy, ws_id, "echo out; exit 9")
+    assert (status.returncode, status.stdout) == (9, b"out\n"), status
     # A pty it cannot give is refused, as sshd refuses one: fatal for OpenSSH's explicit -tt, its documented rule.
     forced = _openssh_command(devsy, ws_id, "true", "-tt", "-o", "LogLevel=info")
     assert forced.returncode == 255 and b"PTY allocation request failed" in forced.stderr, forced

@@ -57,10 +57,14 @@ class Terminal:
         return None
 
 
-@pytest.mark.parametrize("path", ["agent", "exec"])
+_WORKSPACES = {"agent": "running_workspace", "exec": "exec_workspace", "exec-busybox": "busybox_workspace"}
+
+
+@pytest.mark.parametrize("path", sorted(_WORKSPACES))
 def test_interactive_shell_has_a_terminal_that_follows_resizes(request, devsy, path):
-    # Both session paths: the agent's pty, and exec sessions' (the guest's `script`, devsy/ssh/exec_terminal.py).
-    workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
+    # Every session path: the agent's pty, and exec sessions' (through the guest's `script`, or its busybox telnetd:
+    # devsy/ssh/exec_terminal.py, exec_telnet.py).
+    workspace = request.getfixturevalue(_WORKSPACES[path])
     env = cli_env(devsy, TERM="xterm-256color")
     term = Terminal([*DEVSY, "ssh", workspace], env, rows=31, cols=101)
     # Markers are computed by the shell ($((...))), so the echo of what we type never matches them.
@@ -79,13 +83,14 @@ def test_interactive_shell_has_a_terminal_that_follows_resizes(request, devsy, p
     assert term.wait() == 7
 
 
-def test_ctrl_c_reaches_the_remote_program_not_devsy(devsy, running_workspace):
-    term = Terminal([*DEVSY, "ssh", running_workspace], cli_env(devsy, TERM="xterm"), rows=24, cols=80)
-    program = "import time\ntry:\n    print('wait' + 'ing', flush=True); time.sleep(4242)\nexcept KeyboardInterrupt:\n" \
-              "    print('interrupted-%d' % 42)"
-    term.type(f'python3 -c "{program}"\n')
+@pytest.mark.parametrize("path", sorted(_WORKSPACES))
+def test_ctrl_c_reaches_the_remote_program_not_devsy(request, devsy, path):
+    workspace = request.getfixturevalue(_WORKSPACES[path])
+    term = Terminal([*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm"), rows=24, cols=80)
+    # The typing shell expands $((40+2)) in the double quotes: its echo shows the expression, the trap prints 42.
+    term.type("""sh -c "trap 'echo interrupted-$((40+2))' INT; echo wait''ing; sleep 4242"\n""")
     assert term.expect(b"waiting"), term.output
     term.type("\x03")  # in raw mode this is a byte for the remote terminal, which turns it into SIGINT
     assert term.expect(b"interrupted-42"), term.output
     term.type("exit\n")
-    assert term.wait() == 0
+    assert term.wait() == 130  # `exit` passes on the last status: the interrupted program's, 128 + SIGINT

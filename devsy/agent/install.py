@@ -83,7 +83,7 @@ def install_agent_or_exec_sessions(driver: Driver, workspace_id: str, paths: Wor
         _save_note(paths, note, ledger)
         progress.info(f"workspace {workspace_id} cannot run devsy's agent ({exc.message}): its SSH sessions are "
                       f"served from the host, one exec each, "
-                      f"{'with a terminal through ' + terminal if terminal else 'without a terminal (no script)'}")
+                      f"{'with a terminal through ' + terminal if terminal else 'without a terminal (neither script nor busybox telnetd)'}")
         return note
 
 

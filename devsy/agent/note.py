@@ -30,7 +30,7 @@ class AgentNote:
     python: str = ""
     sessions: Sessions = Sessions.AGENT
     why: str = ""  # for exec sessions: why the agent cannot run in the guest
-    terminal: str = ""  # for exec sessions: the guest's util-linux `script`, which gives them a pty ("" = none)
+    terminal: str = ""  # for exec sessions: what gives them a pty in the guest (exec_terminal.py; "" = none)
     # What lets a reused `up` skip checking the agent in the guest (host_view.py): the architecture it was built for,
     # the instance it was set up in, and how the files it runs from looked then (empty: check in the guest).
     arch: str = ""

@@ -78,7 +78,8 @@ def _ssh_line(home: Path, workspace_id: str) -> str:
     if note is None:
         return ""
     if note.exec_sessions:
-        terminal = f"terminals through {note.terminal}" if note.terminal else "no terminal (the image has no `script`)"
+        terminal = (f"terminals through {note.terminal}" if note.terminal
+                    else "no terminal (the image has neither `script` nor busybox telnetd)")
         return f"\nssh: exec sessions from the host, {terminal} (the guest cannot run devsy's agent: {note.why})"
     return f"\nssh: devsy's agent in the guest{f' (Python {note.python})' if note.python else ''}"
 

@@ -4,10 +4,11 @@ The host runs the agent's own SSH server (devsy/agent/guest/server.py) on its en
 channel becomes one driver exec of the user's shell in the guest. So the guest needs a POSIX shell and the command,
 nothing else; every devsy SSH client (devsy ssh, the SSH master, OpenSSH through ProxyCommand) is unchanged.
 
-A terminal comes from the guest's util-linux `script` where it has one (exec_terminal.py); elsewhere (busybox) a pty
-request is refused, as sshd refuses one it cannot give (OpenSSH then goes on without one). Under `script` a command
-killed by a signal is reported as exit status 128+N, not as the signal. Signals other than KILL are refused: the
-driver can only kill a command's whole tree, which is what a cancelled `devsy ssh` asks for.
+A terminal comes from the guest's util-linux `script`, else from its busybox telnetd (exec_terminal.py,
+exec_telnet.py); where it has neither, a pty request is refused, as sshd refuses one it cannot give (OpenSSH then goes
+on without one). Under a terminal a command killed by a signal is reported as exit status 128+N, not as the signal.
+Signals other than KILL are refused: the driver can only kill a command's whole tree, which is what a cancelled
+`devsy ssh` asks for.
 
 Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest (_CONNECT). Unlike
 the agent's, a destination that refuses is not reported as the channel's open failure (the exec starts after the
@@ -36,7 +37,8 @@ from devsy.agent.guest.tuning import MAX_PACKET_SIZE, WINDOW_SIZE
 from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.errors import DevsyError
-from devsy.ssh.exec_terminal import resize_argv, under_terminal
+from devsy.ssh.exec_telnet import TelnetTerminal, telnet_words
+from devsy.ssh.exec_terminal import resize_argv, telnet_busybox, under_terminal
 from devsy.ssh.tunnel import GatedInput, Tunnel
 
 paramiko = import_paramiko()
@@ -249,9 +251,22 @@ class ExecSession(_ChannelExec):
         super().__init__(server, channel, "exec-session")
         self.username, self.spec = username, spec
         self._nonce = secrets.token_hex(8)
-        self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None else None
+        # Under busybox telnetd the size travels in the session's input (made when it runs: a session may never
+        # start); under `script` a resize is an exec of its own.
+        self._busybox = telnet_busybox(server.terminal) if spec.pty is not None else ""
+        self._telnet: TelnetTerminal | None = None
+        self._size = (spec.pty.cols, spec.pty.rows) if spec.pty is not None else (0, 0)
+        self._size_lock = threading.Lock()
+        self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None and not self._busybox \
+            else None
 
     def resize(self, cols: int, rows: int, width_px: int, height_px: int) -> bool:
+        if self._busybox:
+            with self._size_lock:
+                self._size = (cols, rows)
+                if self._telnet is not None:
+                    self._telnet.resize(cols, rows)
+            return True
         if self._resizer is None:
             return False  # a session without a terminal
         self._resizer.request(cols, rows)
@@ -270,16 +285,25 @@ class ExecSession(_ChannelExec):
     def _run(self) -> None:
         env = session_environment(self.server.base_env, self.spec.env)
         values, words = dict(env.values), None
-        if self.spec.pty is not None:  # accepted only where the guest has `script` (check_channel_pty_request)
-            values["TERM"] = self.spec.pty.term or values.get("TERM", "xterm")
-            words = under_terminal(self.server.terminal, self._nonce, self.spec.pty.cols, self.spec.pty.rows,
-                                   self.spec.command)
-        stdin = channel_input(self.channel)
+        pty = self.spec.pty
+        if pty is not None:  # accepted only where the guest has a terminal helper (check_channel_pty_request)
+            values["TERM"] = pty.term or values.get("TERM", "xterm")
+        stdin: GatedInput
+        stdout: BinaryIO
+        if self._busybox:
+            with self._size_lock:
+                self._telnet = TelnetTerminal(self.channel, ChannelOutput(self.channel, stderr=False), self._nonce)
+                words = telnet_words(self._busybox, self._nonce, *self._size, self.spec.command)
+            stdin, stdout = self._telnet.input, self._telnet.output  # type: ignore[assignment]
+        else:
+            if pty is not None:
+                words = under_terminal(self.server.terminal, self._nonce, pty.cols, pty.rows, self.spec.command)
+            stdin, stdout = channel_input(self.channel), ChannelOutput(self.channel, stderr=False)  # type: ignore
         request = ExecRequest(
             argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command, words, values),
                             env.unset),
             stdin=stdin, owns_stdin=True,  # type: ignore[arg-type]
-            stdout=ChannelOutput(self.channel, stderr=False),  # type: ignore[arg-type]
+            stdout=stdout,
             stderr=ChannelOutput(self.channel, stderr=True),  # type: ignore[arg-type]
             user=self.username, env=values, cancel=self.cancel)
         try:
@@ -297,9 +321,13 @@ class ExecSession(_ChannelExec):
         try:
             if self.cancel.is_cancelled():
                 send_exit_signal(self.channel, "KILL")  # what the agent reports for a tree it killed
+            elif self._telnet is not None and self._telnet.status is not None:
+                self.channel.send_exit_status(self._telnet.status)
             elif result.signal:
                 send_exit_signal(self.channel, result.signal.removeprefix("SIG"))
             else:
+                if self._telnet is not None and result.exit_code == 255:  # its login program was killed
+                    self.channel.sendall_stderr(b"devsy: the terminal session ended without its exit status\r\n")
                 self.channel.send_exit_status(result.exit_code)
             self.channel.shutdown_write()
             self.channel.close()
@@ -335,13 +363,14 @@ class ExecForward(_ChannelExec):
 
 
 class ExecSessionServer(AgentServer):
-    """The agent's SSH server, with sessions and forwards run as driver execs, and terminals through `script`."""
+    """The agent's SSH server, with sessions and forwards run as driver execs, and terminals through the guest's
+    `script` or busybox telnetd."""
 
     def __init__(self, driver: Driver, workspace_id: str, workdir: str, base_env: SessionEnv, terminal: str = "",
                  report: Any = lambda message: None) -> None:
         super().__init__(workdir)
         self.driver, self.workspace_id, self.base_env, self.report = driver, workspace_id, base_env, report
-        self.terminal = terminal  # the guest's util-linux `script`, or "": then no session gets a pty
+        self.terminal = terminal  # the guest's terminal helper (exec_terminal.py), or "": then no session gets a pty
         self._all: dict[int, _ChannelExec] = {}  # channel id -> what serves it, until the channel closes
         self._all_lock = threading.Lock()
         self._destinations: dict[int, tuple[str, int]] = {}

@@ -1,9 +1,14 @@
-"""Terminals for exec sessions (devsy/ssh/exec_sessions.py): a driver exec has no pseudo-terminal, so where the guest
-has util-linux's `script` (every Debian and Ubuntu image: it is in bsdutils, an Essential package), the session runs
-under it, which gives the command a pty in the guest. Its size is set when it starts, and a resize is one more exec
-that sets the new size on that pty (the kernel then sends SIGWINCH to its foreground job, as on any terminal).
+"""Terminals for exec sessions (devsy/ssh/exec_sessions.py): a driver exec has no pseudo-terminal, so the session runs
+under a program in the guest that gives its command one.
 
-busybox images have no `script`: their sessions run without a terminal, and a pty request is refused.
+- util-linux's `script` (every Debian and Ubuntu image: it is in bsdutils, an Essential package). The pty's size is
+  set when it starts, and a resize is one more exec that sets the new size on that pty (the kernel then sends
+  SIGWINCH to its foreground job, as on any terminal).
+- Else busybox's telnetd (busybox images), which speaks telnet on the exec's streams: exec_telnet.py.
+
+The helper found is kept in the agent note as its path, or as "<busybox path> telnetd". An image with neither (a
+busybox built without telnetd, as Alpine's) gets no terminal: a pty request is refused, as sshd refuses one it cannot
+give.
 """
 
 from __future__ import annotations
@@ -13,8 +18,19 @@ import shlex
 
 from devsy.driver.base import CancelToken, Driver, ExecRequest
 
-# Prints the path of util-linux's `script` (its -e returns the command's exit status; busybox's has no -e).
-_PROBE = 'p=$(command -v script) && script --version 2>/dev/null | grep -q util-linux && printf %s "$p"'
+# Prints the path of util-linux's `script` (its -e returns the command's exit status; busybox's has no -e), else that
+# of the first busybox in PATH followed by " telnetd" if it has telnetd. (busybox's own sh answers `command -v busybox`
+# with the bare name, its applets being builtins there, so PATH is searched here.)
+_PROBE = r'''if p=$(command -v script) && script --version 2>/dev/null | grep -q util-linux; then
+  printf %s "$p"; exit 0
+fi
+IFS=:
+for d in $PATH; do
+  [ -f "$d/busybox" ] && [ -x "$d/busybox" ] || continue
+  if "$d/busybox" --list 2>/dev/null | grep -qx telnetd; then printf '%s telnetd' "$d/busybox"; fi
+  exit 0
+done'''
+_TELNETD = " telnetd"
 
 # Runs inside `script`, as `$SHELL -c`: the size first (the pty starts at 0x0), then the session's program. The nonce
 # rides in this shell's argv, so a resize can find the pty (its stdin) from /proc. The program is not exec'd: this
@@ -35,12 +51,18 @@ exit 1'''
 
 
 def find_terminal_helper(driver: Driver, workspace_id: str, cancel: CancelToken) -> str:
-    """The guest's util-linux `script`, or "" when it has none (then exec sessions have no terminal)."""
+    """The guest's util-linux `script`, else its busybox telnetd, or "" when it has neither (then exec sessions have
+    no terminal)."""
     out = io.BytesIO()
     result = driver.exec(workspace_id, ExecRequest(argv=["/bin/sh", "-c", _PROBE], stdout=out, stderr=io.BytesIO(),
                                                    cancel=cancel))
     path = out.getvalue().decode("utf-8", "replace").strip()
     return path if result.exit_code == 0 and path.startswith("/") else ""
+
+
+def telnet_busybox(helper: str) -> str:
+    """The busybox whose telnetd `helper` names, or "" when `helper` is util-linux's `script`."""
+    return helper.removesuffix(_TELNETD) if helper.endswith(_TELNETD) else ""
 
 
 def under_terminal(script: str, nonce: str, cols: int, rows: int, command: str | None) -> list[str]:

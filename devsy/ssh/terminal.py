@@ -27,8 +27,9 @@ def session_terminal(stdin_fd: int | None, command: str | None, tty: bool, paths
     note = read_note(paths)
     if note is None or not note.exec_sessions or note.terminal:
         return True
-    os.write(2, f"devsy: workspace {paths.root.name} gives its sessions no terminal ({note.why}, and its image has no "
-                "util-linux `script`); this session runs without one\r\n".encode("utf-8", "replace"))
+    os.write(2, f"devsy: workspace {paths.root.name} gives its sessions no terminal ({note.why}, and its image has "
+                "neither util-linux `script` nor busybox telnetd); this session runs without one\r\n"
+             .encode("utf-8", "replace"))
     return False
 
 
