@@ -83,8 +83,9 @@ MANIFEST = Manifest(
                 Case("large-stream", "64 MiB each way, byte-exact; throughput recorded"),
                 # Issue 18: where the guest has no python3 devsy's agent cannot run; sessions are execs from the host.
                 Case("no-python-image", "on the images without python (Debian without python3; busybox only): "
-                     "binary-roundtrip, stderr-separate, exit-status and openssh-client hold; status says ssh_path "
-                     "exec there and agent on the python image"),
+                     "binary-roundtrip, stderr-separate, exit-status and openssh-client hold, and OpenSSH's -tt gets "
+                     "a terminal (as on the python image); status says ssh_path exec there and agent on the python "
+                     "image"),
             ),
         ),
         Suite(

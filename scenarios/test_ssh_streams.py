@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import statistics
 import subprocess
 import uuid
@@ -114,6 +115,21 @@ def check_openssh_client(devsy: DevsyHandle, wid: str) -> None:
     assert piped.stderr == b"to-stderr"
 
 
+def check_terminal(devsy: DevsyHandle, wid: str) -> None:
+    """OpenSSH's `-tt` through the written entry: a pty in the guest (the agent's, or for exec sessions util-linux
+    `script` or busybox telnetd), in the workspace folder, with TERM, tabs as they are, and the command's status."""
+    argv = ["ssh", "-F", str(devsy.ssh_config), "-o", "BatchMode=yes", "-tt", f"{wid}.devsy",
+            'tty; echo "size=$(stty size) term=$TERM at=$PWD"; printf "a\\tb\\n"; exit 5']
+    completed = run_bounded(argv, timeout=devsy.deadline.timeout("ssh", 120), env=devsy.env({"TERM": "vt100"}))
+    devsy.log.add(completed.record(note="OpenSSH client with a terminal (-tt)"))
+    folder = devsy.status(wid).ws().workspace_folder
+    lines = completed.stdout.split(b"\r\n")
+    assert completed.exit_code == 5, completed.stderr
+    assert len(lines) == 4 and lines[0].startswith(b"/dev/pts/") and lines[3] == b"", completed.stdout
+    assert re.fullmatch(rb"size=\d+ \d+ term=vt100 at=" + re.escape(folder.encode()), lines[1]), completed.stdout
+    assert lines[2] == b"a\tb", completed.stdout
+
+
 @case("ssh-streams/binary-roundtrip")
 def test_binary_roundtrip(provider: Provider, case: CaseContext, devsy: DevsyHandle, record_figure: FigureSink) -> None:
     check_binary_roundtrip(devsy, _running(case, devsy), record_figure)
@@ -173,6 +189,7 @@ def test_no_python_image(provider: Provider, case: CaseContext, devsy: DevsyHand
     # The contrast: the default image runs devsy's agent, so its sessions are the agent's.
     control = _running(case, devsy)
     assert ssh_path(devsy, control) == "agent", f"{control} (the python image) is not served by the agent"
+    check_terminal(devsy, control)
     devsy.delete(control).expect_success()
     for image in images:
         name = image.split(":")[0].removeprefix("devsy-guest-")
@@ -183,6 +200,7 @@ def test_no_python_image(provider: Provider, case: CaseContext, devsy: DevsyHand
         check_stderr_separate(devsy, wid)
         check_exit_status(devsy, wid)
         check_openssh_client(devsy, wid)
+        check_terminal(devsy, wid)
         devsy.delete(wid).expect_success()  # one workspace at a time: the next image's up starts clean
 
 
