@@ -9,7 +9,6 @@ import termios
 import tty
 from collections.abc import Callable, Iterator
 
-from devsy.agent.note import read_note
 from devsy.workspace.paths import WorkspacePaths
 
 
@@ -24,6 +23,8 @@ def session_terminal(stdin_fd: int | None, command: str | None, tty: bool, paths
     the session then runs on pipes, after a notice, as OpenSSH does when a pty is refused."""
     if not wants_terminal(stdin_fd, command, tty):
         return False
+    from devsy.agent.note import read_note  # here: a session with a command, the common case, does without (~10 ms)
+
     note = read_note(paths)
     if note is None or not note.exec_sessions or note.terminal:
         return True

@@ -13,8 +13,12 @@ import os
 import select
 import socket
 import time
+from typing import TYPE_CHECKING
 
-from devsy import errors, process_tree
+from devsy import errors
+
+if TYPE_CHECKING:  # imported where a master is killed: that is rare, and every `devsy ssh` imports this module
+    from devsy import process_tree
 
 PING_AFTER_S = 3.0  # silence from the master this long: ping it
 NOTICE_AFTER_S = 3.0  # a ping unanswered this long: tell the user what we wait for
@@ -92,11 +96,15 @@ def pin_master(sock: socket.socket, pid: int) -> process_tree.Pinned | None:
     """The master at the other end of `sock` (pid from SO_PEERCRED), pinned, or None when it has exited.
     Pid-reuse-safe: our connection to the master still being open after the pidfd was taken proves that the pid
     was still the master's then."""
+    from devsy import process_tree
+
     return process_tree.pin(pid, lambda: master_connected(sock))
 
 
 def kill_and_wait(master: process_tree.Pinned) -> bool:
     """SIGKILL the master (a stopped one too) and wait, bounded, until it has exited."""
+    from devsy import process_tree
+
     return process_tree.stop([master], group=False, grace=0, kill_wait=KILL_WAIT_S)[0].ended
 
 
