@@ -102,8 +102,11 @@ setup_venv() {
     local dir
     dir=$(dirname "$(readlink -f .venv/bin/python)")
     while [[ "$dir" != / ]]; do chmod o+x "$dir"; dir=$(dirname "$dir"); done
-    log "venv: pip install -e '.[test,dev]'"
-    timeout 600 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,dev]'
+    log "venv: pip install -e '.[test,dev]' (compat mode)"
+    # Compat mode: a .pth that puts the checkout on sys.path, instead of setuptools' import-hook finder, whose
+    # import of pathlib and importlib.util cost every devsy process (CLI, provider, SSH master) ~10 ms at start.
+    timeout 600 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,dev]' \
+        --config-settings editable_mode=compat
     # An editable install leaves devsy's own modules without bytecode, and these machines set
     # PYTHONDONTWRITEBYTECODE=1, so every devsy process would compile them again (~50 ms each start). `pip install .`
     # writes it; so does this.
