@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import statistics
 import subprocess
 import uuid
@@ -117,16 +116,17 @@ def check_openssh_client(devsy: DevsyHandle, wid: str) -> None:
 
 def check_terminal(devsy: DevsyHandle, wid: str) -> None:
     """OpenSSH's `-tt` through the written entry: a pty in the guest (the agent's, or for exec sessions util-linux
-    `script` or busybox telnetd), in the workspace folder, with TERM, tabs as they are, and the command's status."""
+    `script` or busybox telnetd), in the workspace folder, with TERM, tabs as they are, and the command's status.
+    (Its size is unknown without a local terminal: `stty size` differs between images then.)"""
     argv = ["ssh", "-F", str(devsy.ssh_config), "-o", "BatchMode=yes", "-tt", f"{wid}.devsy",
-            'tty; echo "size=$(stty size) term=$TERM at=$PWD"; printf "a\\tb\\n"; exit 5']
+            'tty; echo "term=$TERM at=$PWD"; printf "a\\tb\\n"; exit 5']
     completed = run_bounded(argv, timeout=devsy.deadline.timeout("ssh", 120), env=devsy.env({"TERM": "vt100"}))
     devsy.log.add(completed.record(note="OpenSSH client with a terminal (-tt)"))
     folder = devsy.status(wid).ws().workspace_folder
     lines = completed.stdout.split(b"\r\n")
     assert completed.exit_code == 5, completed.stderr
     assert len(lines) == 4 and lines[0].startswith(b"/dev/pts/") and lines[3] == b"", completed.stdout
-    assert re.fullmatch(rb"size=\d+ \d+ term=vt100 at=" + re.escape(folder.encode()), lines[1]), completed.stdout
+    assert lines[1] == b"term=vt100 at=" + folder.encode(), completed.stdout
     assert lines[2] == b"a\tb", completed.stdout
 
 

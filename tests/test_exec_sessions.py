@@ -95,29 +95,57 @@ def test_busybox_image_sessions_and_their_terminal(devsy, busybox_workspace):
     assert (status.returncode, status.stdout, status.stderr) == (9, b"out\n", b"err\n")
     # OpenSSH's -tt: a pty from the guest's busybox telnetd, in the workspace folder, tabs given through as sshd's
     # pty does, the exit status of the command, and nothing of telnet's on the way (negotiation, banner, markers).
-    tty = _openssh_command(devsy, ws_id, 'tty; echo "size=$(stty size) term=$TERM at=$PWD"; printf "a\\tb\\n"; exit 5',
-                           "-tt")
+    # (Its size, unknown here without a local terminal, is in test_ssh_interactive.py.)
+    tty = _openssh_command(devsy, ws_id, 'tty; echo "term=$TERM at=$PWD"; printf "a\\tb\\n"; exit 5', "-tt")
     assert tty.returncode == 5, tty
-    assert re.fullmatch(rb"/dev/pts/\d+\r\nsize=24 80 term=\S+ at=/workspaces/busybox\r\na\tb\r\n", tty.stdout), tty
+    assert re.fullmatch(rb"/dev/pts/\d+\r\nterm=\S+ at=/workspaces/busybox\r\na\tb\r\n", tty.stdout), tty
 
 
-def test_busybox_terminal_is_byte_exact_in_raw_mode(devsy, busybox_workspace):
-    # Every byte value both ways through the pty (raw, no echo): telnet's IAC and CR rules must leave none changed.
-    data = bytes(range(256)) * 64 + b"\r\n\r\x00\xff\xff\r"
-    command = f'stty raw -echo; echo go; head -c {len(data)}'
-    proc = subprocess.Popen(["ssh", "-F", str(devsy.ssh_config), "-tt", "-e", "none", f"{busybox_workspace}.devsy",
-                             command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=cli_env(devsy))
+def _raw_terminal_roundtrip(devsy, ws_id: str, chunks: list[bytes]) -> tuple[int, bytes, bytes]:
+    """Send `chunks` (each its own write) to `head -c TOTAL | od` on a raw, echo-less pty through OpenSSH's -tt;
+    (exit code, the bytes the command read as od prints them, stderr)."""
+    total = sum(len(chunk) for chunk in chunks)
+    command = f"stty raw -echo; echo go; head -c {total} | od -An -v -tx1"
+    proc = subprocess.Popen(["ssh", "-F", str(devsy.ssh_config), "-tt", "-e", "none", f"{ws_id}.devsy", command],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
     try:
         # Only once the pty is raw: what arrives before `stty raw` would be cooked by the line discipline.
-        assert read_line(proc.stdout) == b"go\n"  # raw: no output processing either
-        proc.stdin.write(data)
-        proc.stdin.flush()
+        assert read_line(proc.stdout) == b"go\n", proc  # raw: no output processing either
+        for chunk in chunks:
+            proc.stdin.write(chunk)
+            proc.stdin.flush()
         out, err = proc.communicate(timeout=SSH_TIMEOUT_S)
     finally:
         proc.kill()
-    assert proc.returncode == 0, err
-    assert out == data
+    return proc.returncode, bytes.fromhex(out.decode()), err
+
+
+@pytest.mark.parametrize("mode", ["keys", "paste"])
+def test_busybox_terminal_input_arrives_exactly(devsy, busybox_workspace, mode):
+    # telnet's rules (IAC doubled; telnetd drops the LF or NUL after a CR, and a read's last NUL) must leave typed
+    # keys (NULs, CR, CR LF, 0xFF, each key its own write) and a pasted text (3000 lines, CR-ended as a terminal
+    # pastes them, and every other byte value but NUL) exactly as sent.
+    if mode == "keys":
+        chunks = [b"\x00", b"a", b"\r", b"\n", b"\x00", b"\xff", b"\r\x00", b"\r\n", b"b\x00", b"\r"]
+    else:
+        chunks = [b"".join(b"echo line %d\r" % n for n in range(3000)) + bytes(range(1, 256)) * 16 + b"\r\n" * 500]
+    code, received, err = _raw_terminal_roundtrip(devsy, busybox_workspace, chunks)
+    assert code == 0, err
+    assert received == b"".join(chunks)
+
+
+def test_busybox_terminal_runs_its_login_program_where_it_can(devsy, busybox_workspace):
+    # /dev/shm is writable but noexec in a container: telnetd could not exec its login program there, so the next
+    # folder (HOME) is used; with no folder left, a clear refusal (exit 125), and nothing is left behind.
+    def with_env(env: str):
+        return _openssh_command(devsy, busybox_workspace, "echo ok; exit 3", "-tt", "-o", f"SetEnv={env}")
+
+    fallback = with_env("TMPDIR=/dev/shm")
+    assert (fallback.returncode, fallback.stdout) == (3, b"ok\r\n"), fallback
+    refused = with_env("TMPDIR=/dev/shm HOME=/proc")
+    assert refused.returncode == 125 and b"read-only or mounted noexec" in refused.stderr, refused
+    leftover = _openssh_command(devsy, busybox_workspace, "ls -a /dev/shm /tmp /home/dev | grep devsy-pty")
+    assert leftover.stdout == b"", leftover
 
 
 def test_busybox_terminal_session_is_killed_with_its_client(devsy, docker_client, busybox_workspace):

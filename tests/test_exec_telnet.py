@@ -87,11 +87,24 @@ def test_decoder_keeps_state_across_chunks():
 
 
 def test_input_escaping_and_window_size():
-    assert escape_input(b"a\rb\r\n\xff\x00") == b"a\r\x00b\r\x00\n\xff\xff\x00"
+    nop = b"\xff\xf1"
+    # IAC doubled; a NOP after a CR before LF or NUL and at the end (telnetd would drop the LF or NUL after it), and
+    # after a final NUL (busybox drops a read's last NUL); other CRs and NULs as they are.
+    assert escape_input(b"a\rb\r\n\xff\x00c\r\x00\r") == b"a\rb\r" + nop + b"\n\xff\xff\x00c\r" + nop + b"\x00\r" + nop
+    assert escape_input(b"\x00") == b"\x00" + nop and escape_input(b"x\x00y") == b"x\x00y"
     assert naws(132, 45) == b"\xff\xfa\x1f\x00\x84\x00\x2d\xff\xf0"
-    # A low byte of 255 is sent one less (read the same by every busybox); 0 becomes 1; the high byte stays < 255.
-    assert naws(255, 0) == b"\xff\xfa\x1f\x00\xfe\x00\x01\xff\xf0"
+    # A low byte of 255 is sent one less (read the same by every busybox); the high byte stays < 255; 0 stays 0.
+    assert naws(255, 0) == b"\xff\xfa\x1f\x00\xfe\x00\x00\xff\xf0"
     assert naws(70000, 511) == b"\xff\xfa\x1f\xfe\xfe\x01\xfe\xff\xf0"
+
+
+def test_held_bytes_are_passed_on_when_the_exec_ends_without_a_marker():
+    recorder = Recorder()
+    output = recorder.output()
+    output.write(READY + b"abc\x1b]")
+    assert recorder.sink.getvalue() == b"abc"
+    output.finish()  # the login program was killed: no marker will come
+    assert recorder.sink.getvalue() == b"abc\x1b]" and output.status is None
 
 
 def test_gated_input_encodes_pushes_and_holds_at_eof():
@@ -109,10 +122,10 @@ def test_gated_input_encodes_pushes_and_holds_at_eof():
         assert got == [b"<pus"]  # pushes respect the size asked for
         assert stdin.read1(100) == b"hed>"
         os.write(write_fd, b"\xff\xff\r")
-        # Encoding doubles these 3 bytes; what exceeds the size comes next, before a push made meanwhile.
+        # Encoding makes these 3 bytes 7; what exceeds the size comes next, before a push made meanwhile.
         assert stdin.read1(3) == b"\xff\xff\xff"
         stdin.push(b"[naws]")
-        assert stdin.read1(100) == b"\xff\r\x00[naws]"
+        assert stdin.read1(100) == b"\xff\r\xff\xf1[naws]"
         os.close(write_fd)
         write_fd = -1
         # At the source's end the input stays open: a push still arrives, and only close() ends it.

@@ -37,7 +37,7 @@ from devsy.agent.guest.tuning import MAX_PACKET_SIZE, WINDOW_SIZE
 from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.errors import DevsyError
-from devsy.ssh.exec_telnet import TelnetTerminal, telnet_words
+from devsy.ssh.exec_telnet import LINGER_S, TelnetTerminal, telnet_words
 from devsy.ssh.exec_terminal import resize_argv, telnet_busybox, under_terminal
 from devsy.ssh.tunnel import GatedInput, Tunnel
 
@@ -257,6 +257,9 @@ class ExecSession(_ChannelExec):
         self._telnet: TelnetTerminal | None = None
         self._size = (spec.pty.cols, spec.pty.rows) if spec.pty is not None else (0, 0)
         self._size_lock = threading.Lock()
+        # After telnetd's exit marker its input is closed, which ends it; should its exec still not end, it is killed.
+        self._linger = threading.Timer(LINGER_S, self.cancel.cancel)
+        self._linger.daemon = True
         self._resizer = _Resizer(server, self._nonce, self.cancel) if spec.pty is not None and not self._busybox \
             else None
 
@@ -292,7 +295,8 @@ class ExecSession(_ChannelExec):
         stdout: BinaryIO
         if self._busybox:
             with self._size_lock:
-                self._telnet = TelnetTerminal(self.channel, ChannelOutput(self.channel, stderr=False), self._nonce)
+                self._telnet = TelnetTerminal(self.channel, ChannelOutput(self.channel, stderr=False), self._nonce,
+                                              on_exit=self._linger.start)
                 words = telnet_words(self._busybox, self._nonce, *self._size, self.spec.command)
             stdin, stdout = self._telnet.input, self._telnet.output  # type: ignore[assignment]
         else:
@@ -314,15 +318,19 @@ class ExecSession(_ChannelExec):
             self.channel.close()
             return
         finally:
+            self._linger.cancel()
             stdin.dispose()
+            if self._telnet is not None:
+                with contextlib.suppress(OSError):  # the client's channel may be gone
+                    self._telnet.output.finish()
         self._finish(result)
 
     def _finish(self, result: ExecResult) -> None:
         try:
-            if self.cancel.is_cancelled():
-                send_exit_signal(self.channel, "KILL")  # what the agent reports for a tree it killed
-            elif self._telnet is not None and self._telnet.status is not None:
+            if self._telnet is not None and self._telnet.status is not None:  # its command had ended
                 self.channel.send_exit_status(self._telnet.status)
+            elif self.cancel.is_cancelled():
+                send_exit_signal(self.channel, "KILL")  # what the agent reports for a tree it killed
             elif result.signal:
                 send_exit_signal(self.channel, result.signal.removeprefix("SIG"))
             else:
