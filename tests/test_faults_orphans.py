@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import select
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import pytest
 
 from helpers.cli import DEVSY, HOST_NET, cli_env
 from helpers.projects import make_project
+from helpers.streams import read_line
 from fixtures.process_observer import ObservedProcess, ProcessObserver
 
 # From the event that ends the caller to the observer seeing the whole tree dead.
@@ -45,20 +45,6 @@ def workspace(request, devsy, ws_id, guest_image, tmp_path) -> str:
     return ws_id
 
 
-def _read_line(fd: int, timeout: float) -> bytes:
-    """One line from `fd`, bounded; what arrived so far if the deadline passes or the stream ends."""
-    deadline, line = time.monotonic() + timeout, b""
-    while not line.endswith(b"\n"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            break
-        chunk = os.read(fd, 1)
-        if not chunk:
-            break
-        line += chunk
-    return line
-
-
 def _start(devsy, docker_client, workspace: str, script: str, nonce: str, *, ready_on_stdout: bool = False
            ) -> LiveExec:
     """`devsy exec` of a script that prints `ready PID...` on stderr (or as its first stdout line); each PID must
@@ -67,7 +53,7 @@ def _start(devsy, docker_client, workspace: str, script: str, nonce: str, *, rea
     observer = ProcessObserver.via_docker(container.id)
     proc = subprocess.Popen([*DEVSY, "exec", workspace, "--", "sh", "-c", script], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
-    line = _read_line((proc.stdout if ready_on_stdout else proc.stderr).fileno(), READY_TIMEOUT_S)
+    line = read_line(proc.stdout if ready_on_stdout else proc.stderr, READY_TIMEOUT_S)
     match = re.fullmatch(rb"ready ([\d ]+)\n", line)
     if not match:
         proc.kill()
@@ -153,7 +139,7 @@ def test_the_guest_tree_dies_when_nobody_reads_the_output_any_more(devsy, worksp
               f'echo "ready $$ $!"; echo go > {gate}; rm -f {gate}; wait')
     live = _start(devsy, docker_client, workspace, script, nonce, ready_on_stdout=True)
     try:
-        assert _read_line(live.proc.stdout.fileno(), READY_TIMEOUT_S) == f"{nonce}\n".encode()
+        assert read_line(live.proc.stdout, READY_TIMEOUT_S) == f"{nonce}\n".encode()
         ended = time.monotonic()
         live.proc.stdout.close()  # `| head -1` has its line and exits
         live.proc.wait(timeout=ORPHAN_BOUND_S)
@@ -218,7 +204,7 @@ def test_a_killed_owner_of_msb_exec_leaves_no_command_behind(tmp_path):
     observer = ProcessObserver(_on_host)
     live = LiveExec(owner, [], observer)
     try:
-        line = _read_line(owner.stderr.fileno(), READY_TIMEOUT_S)
+        line = read_line(owner.stderr, READY_TIMEOUT_S)
         match = re.fullmatch(rb"ready (\d+) (\d+)\n", line)
         assert match, line
         live.tree = [observer.identify(int(pid), nonce) for pid in match.groups()]
