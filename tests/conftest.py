@@ -6,7 +6,6 @@ Importable helpers (the CLI runner, projects, engine objects) are in tests/helpe
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import secrets
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import HOST_NET, DevsyCli
-from helpers.engine import engine_unavailable, remove_owned
+from helpers.engine import build_test_image, engine_unavailable, remove_owned
 from helpers.msb import (  # noqa: F401 - fixtures for the msb tests
     boot_probe, busybox_rootfs, msb, msb_home, no_boot, recorder, session_probe)
 from helpers.projects import make_project
@@ -101,8 +100,7 @@ def no_python_image(docker_client, guest_image: str) -> str:
     """The guest image with python3 removed: every other tool the tests use (ps, pgrep, id, env) stays."""
     tag = "devsy-test-nopython:" + hashlib.sha256(guest_image.encode()).hexdigest()[:12]
     dockerfile = f"FROM {guest_image}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n"
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
-    return tag
+    return build_test_image(docker_client, dockerfile, tag)
 
 
 @pytest.fixture
@@ -149,8 +147,7 @@ def busybox_without_telnetd_image(docker_client, busybox_image: str) -> str:
            'exec /bin/busybox "$@"\\n'
     dockerfile = (f"FROM {busybox_image}\nRUN mkdir -p /usr/local/bin && printf '{shim}' > /usr/local/bin/busybox && "
                   "chmod 755 /usr/local/bin/busybox\n")
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
-    return tag
+    return build_test_image(docker_client, dockerfile, tag)
 
 
 @pytest.fixture(scope="session")
@@ -160,5 +157,4 @@ def no_shell_image(docker_client, busybox_image: str) -> str:
     tag = "devsy-test-noshell:" + busybox_image.replace(":", "-")
     dockerfile = (f"FROM {busybox_image} AS bb\nFROM scratch\nCOPY --from=bb /bin/busybox /bin/busybox\n"
                   'COPY --from=bb /etc/passwd /etc/group /etc/\nENTRYPOINT ["/bin/busybox", "sleep", "86400"]\n')
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="host")
-    return tag
+    return build_test_image(docker_client, dockerfile, tag)

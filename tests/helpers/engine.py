@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 
 from harness.commands import run_bounded, tail
@@ -68,3 +69,9 @@ def run_once(client, image: str, argv: list[str], user: str = "") -> tuple[int, 
         return status["StatusCode"], container.logs(stdout=True, stderr=True).decode()
     finally:
         container.remove(force=True)
+
+
+def build_test_image(client, dockerfile: str, tag: str) -> str:
+    """Build `dockerfile` (no context) as `tag` on the host network; a failed step's container is removed too."""
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, network_mode="host")
+    return tag
