@@ -11,6 +11,7 @@ from devsy.workspace.paths import devsy_home, workspace_paths
 
 
 def run_ssh_command(args: argparse.Namespace) -> int:
+    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env), args.user)
     if not args.stdio and args.remote_command is None:
         _attach(args.workspace)
     use_master = mux_enabled()
@@ -18,13 +19,10 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     if not args.stdio and use_master:
         from devsy.ssh.mux import client as mux_client
 
-        # The master adds the workspace's remoteEnv: parsing devcontainer.json is most of what this process would
-        # import, and the master has it loaded.
-        code = mux_client.run(devsy_home(), args.workspace, command=args.remote_command, user=args.user,
-                              env=dict(args.env), tty=args.tty)
+        code = mux_client.run(devsy_home(), args.workspace, command=args.remote_command, user=args.user, env=env,
+                              tty=args.tty)
         if code is not None:
             return code
-    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env), args.user)
     # Imported here: only this path needs paramiko and the driver in this process.
     from devsy.cli.commands import cancellable
     from devsy.ssh.command import SshOptions, run_ssh

@@ -51,17 +51,16 @@ def session_env(config: DevContainerConfig) -> SessionEnv:
 
 
 def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
-                          driver: Callable[[], Driver], user: str = "", progress: Progress | None = None) -> SessionEnv:
+                          driver: Callable[[], Driver], user: str = "") -> SessionEnv:
     """The remoteEnv a session of the workspace as `user` (default: the remote user) gets, from its devcontainer.json
-    as it is now; `driver` is asked for only when ${containerEnv:...} needs the instance's environment. A warning
-    goes to `progress` (default: this process's stderr)."""
+    as it is now; `driver` is asked for only when ${containerEnv:...} needs the instance's environment."""
     try:
         config = load_workspace_config(record.source, paths, record.id, record.config_path)
     except ConfigError as exc:
         # The instance is still the developer's (a failed `up` keeps it, catalogue failure-cleanup): an edit that
         # broke devcontainer.json, or a project folder that is gone, must not lock them out of their workspace.
         # The session runs without remoteEnv, and says so once.
-        (progress or Progress()).warn(f"remoteEnv is not applied to this session: {exc.message}")
+        Progress().warn(f"remoteEnv is not applied to this session: {exc.message}")
         return SessionEnv({})
     if config.substituted is not None:
         config = in_instance(driver(), record.id, config)

@@ -92,12 +92,11 @@ def connect(home: Path, record: dict) -> tuple[socket.socket, int] | None:
 
 
 def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: dict[str, str], tty: bool) -> int | None:
-    """Run the session through the master (`env`: the --env values, under which it puts the workspace's remoteEnv);
-    the exit code, or None to use the full path instead."""
+    """Run the session through the master; the exit code, or None to use the full path instead."""
     record = record_of(home, workspace_id)
     if record is None or not _usable(1) or not _usable(2):
         return None  # the full path has the errors for these
-    env_user, user = user, user or record.get("remote_user") or "root"
+    user = user or record.get("remote_user") or "root"
     stdin_fd = _stdin_fd()
     with _signals() as signals:
         for attempt in (1, 2):
@@ -105,8 +104,8 @@ def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: d
                 sock, pid = _master(home, record, signals)
                 with contextlib.closing(sock):
                     master = _Master(sock, pid, f"the SSH master of workspace {workspace_id} (pid {pid})")
-                    return _session(master, signals, workspace_id, command=command, user=user, env_user=env_user,
-                                    env=env, stdin_fd=stdin_fd, interactive=terminal.session_terminal(
+                    return _session(master, signals, workspace_id, command=command, user=user, env=env,
+                                    stdin_fd=stdin_fd, interactive=terminal.session_terminal(
                                         stdin_fd, command, tty, workspace_paths(home, workspace_id)))
             except errors.Cancelled:
                 if signals.received:  # cancelled while a master was starting: it was stopped
@@ -144,7 +143,7 @@ def _master(home: Path, record: dict, signals: _Signals) -> tuple[socket.socket,
     return start_master(home, record, signals, connect)
 
 
-def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: str | None, user: str, env_user: str,
+def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: str | None, user: str,
              env: dict[str, str], stdin_fd: int | None, interactive: bool) -> int:
     stream = MessageStream(master.sock)
     with contextlib.ExitStack() as stack:
@@ -161,8 +160,8 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: 
             null = os.open(os.devnull, os.O_RDONLY)
             stack.callback(os.close, null)
         try:
-            stream.send({"op": "session", "command": command, "user": user, "env": env, "env_user": env_user,
-                         "pty": pty, "stdin": stdin_fd is not None},
+            stream.send({"op": "session", "command": command, "user": user, "env": env, "pty": pty,
+                         "stdin": stdin_fd is not None},
                         fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
         except TimeoutError:  # it does not read its clients: it must not read this request later, either
             master.kill(f"did not take the session request within {CONNECT_TIMEOUT_S:g}s")

@@ -30,7 +30,6 @@ from typing import Any
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.agent.guest.channel_requests import send_signal
-from devsy.devcontainer.session_env import ssh_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import DevsyError
@@ -40,7 +39,6 @@ from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_
 from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
 from devsy.ssh.mux.protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
 from devsy.ssh.mux.spawn import master_log
-from devsy.workspace.record import load_record
 
 log = logging.getLogger("devsy.ssh.master")
 CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound
@@ -191,12 +189,8 @@ class Master:
         handed_over = False
         try:
             pty = message.get("pty")
-            explicit = {str(k): str(v) for k, v in (message.get("env") or {}).items()}
-            try:
-                env = self._session_env(explicit, str(message.get("env_user") or ""), stderr_fd)
-            except DevsyError as exc:
-                return _error_reply(exc)
-            request = SessionRequest(command=message.get("command"), env=env,
+            request = SessionRequest(command=message.get("command"),
+                                     env={str(k): str(v) for k, v in (message.get("env") or {}).items()},
                                      pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty
                                      else None)
             try:
@@ -236,19 +230,6 @@ class Master:
             log.warning("a session ended without an exit status: %s", lost.message)
             return _error_reply(lost)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
-
-    def _session_env(self, explicit: dict[str, str], user: str, stderr_fd: int) -> dict[str, str]:
-        """The session's env requests, as `devsy ssh` without a master makes them (devsy/cli/ssh_command.py): the
-        workspace's remoteEnv for `user` ("" = the remote user), re-read now, under the client's --env. A warning
-        goes to the client's stderr."""
-        record = load_record(self.ws.paths)
-        if record is None:
-            raise DevsyError(f"workspace {self.ws.record.id} has no record any more (deleted?)",
-                             hint="run `devsy list` to see the workspaces there are")
-        with open(os.dup(stderr_fd), "w", encoding="utf-8", errors="replace") as client_stderr:
-            remote = workspace_session_env(record, self.ws.paths, lambda: self.ws.driver, user,
-                                           progress=Progress(client_stderr))
-        return ssh_env(remote, explicit)
 
     def wait_for_sessions(self, timeout: float) -> None:
         """On exit: give the sessions that are ending (their connection closed) a bounded moment to reply."""

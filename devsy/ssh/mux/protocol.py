@@ -4,9 +4,8 @@ The design is OpenSSH's ControlMaster: one long-lived process per workspace hold
 agent, and each `devsy ssh` asks it for a session, handing over its own stdin/stdout/stderr descriptors
 (SCM_RIGHTS), so the master reads and writes them directly: no extra copy of the bytes through this process.
 
-Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors; its
-`env` is the client's --env, under which the master puts the workspace's remoteEnv, re-read from devcontainer.json
-for each session: the client then imports nothing of devcontainer.json's parsing), `resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
+Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors),
+`resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
 then on it may run), then `end`; or `error` (with `retry` when nothing was started); `bye`, `pong`. A client retries
 on a new master only when its master went away (or was killed as wedged) before `started`: a command must never run
 twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
@@ -28,9 +27,7 @@ import struct
 from devsy.errors import UsageError
 from devsy.exit_status import signal_number
 
-# Part of the address: a devsy with another protocol never talks to this master (2: pings in sessions; 3: the
-# master adds the workspace's remoteEnv to a session's env).
-MUX_VERSION = 3
+MUX_VERSION = 2  # part of the address: a devsy with another protocol never talks to this master (2: pings in sessions)
 DISABLE_ENV = "DEVSY_SSH_MUX"  # "0": every `devsy ssh` makes its own connection (no master); "1" (default): a master
 PERSIST_ENV = "DEVSY_SSH_PERSIST_S"  # seconds an idle master stays (default below)
 DEFAULT_PERSIST_S = 600.0
