@@ -81,9 +81,10 @@ def install_agent_or_exec_sessions(driver: Driver, workspace_id: str, paths: Wor
         terminal = find_terminal_helper(driver, workspace_id, cancel or CancelToken())
         note = AgentNote(guest_path="", sha256="", sessions=Sessions.EXEC, why=exc.message, terminal=terminal)
         _save_note(paths, note, ledger)
+        how = f"with a terminal through {terminal}" if terminal else \
+            "without a terminal (neither script nor busybox telnetd)"
         progress.info(f"workspace {workspace_id} cannot run devsy's agent ({exc.message}): its SSH sessions are "
-                      f"served from the host, one exec each, "
-                      f"{'with a terminal through ' + terminal if terminal else 'without a terminal (neither script nor busybox telnetd)'}")
+                      f"served from the host, one exec each, {how}")
         return note
 
 

@@ -157,8 +157,8 @@ class TelnetOutput(io.RawIOBase):
         self._sink, self._on_ready, self._on_exit = sink, on_ready, on_exit
         self._decoder = _Decoder()
         self._ready = f"\x1b]devsy;{nonce};ready\x07".encode()
-        self._exit = re.compile(rb"\x1b\]devsy;" + nonce.encode() + rb";exit=(\d{1,3})\x07")
         self._exit_start = f"\x1b]devsy;{nonce};exit=".encode()
+        self._exit = re.compile(re.escape(self._exit_start) + rb"(\d{1,3})\x07")
         self._held = b""  # decoded bytes not passed on yet: they may begin a marker
         self._phase = self.STARTING
         self.status: int | None = None
