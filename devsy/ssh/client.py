@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from devsy.agent.errors import AgentError
+from devsy.agent.guest.channel_requests import request_argv
 from devsy.agent.guest.fastimport import import_paramiko
 from devsy.agent.guest.kex_safe import KexSafeSends
 from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, CIPHERS, HOST_KEY_TYPES, KEX, MAX_PACKET_SIZE, WINDOW_SIZE
@@ -34,9 +35,11 @@ class PtyRequest:
 
 @dataclass
 class SessionRequest:
-    command: str | None  # None: the user's login shell
+    command: str | None  # None: the user's login shell (unless argv is given)
     env: dict[str, str] = field(default_factory=dict)
     pty: PtyRequest | None = None
+    argv: list[str] | None = None  # `devsy exec`: this argv exactly, no shell, in `workdir` (argv@devsy)
+    workdir: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,15 @@ def open_channel(transport: Any, request: SessionRequest) -> Any:
 
 def start_command(channel: Any, request: SessionRequest) -> None:
     """Start the request's command (or the login shell) on a channel from open_channel."""
+    if request.argv is not None:
+        try:
+            request_argv(channel, request.argv, request.workdir)
+        except Exception as exc:
+            channel.close()
+            raise AgentError(f"the agent refused or dropped `devsy exec`'s session: {exc or type(exc).__name__}",
+                             hint="an agent older than this devsy refuses it: run `devsy up` on the workspace once "
+                                  "to update it; or set DEVSY_SSH_MUX=0 to run the command without the agent") from exc
+        return
     try:
         if request.command is None:
             channel.invoke_shell()

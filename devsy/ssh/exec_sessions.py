@@ -388,6 +388,10 @@ class ExecSessionServer(AgentServer):
         return bool(self.terminal) and super().check_channel_pty_request(channel, term, width, height, pixelwidth,
                                                                           pixelheight, modes)
 
+    def check_channel_argv_request(self, channel: Any, payload: bytes) -> bool:
+        """Refused: `devsy exec` runs a driver exec itself where sessions are served here (cli/exec_command.py)."""
+        return False
+
     def new_session(self, channel: Any, spec: SessionSpec) -> ExecSession:
         session = ExecSession(self, channel, self.username, spec)
         self._track(session)

@@ -1,10 +1,19 @@
-"""The two RFC 4254 channel requests paramiko has no method for: `exit-signal` (6.10) and `signal` (6.9).
+"""The channel requests paramiko has no method for: RFC 4254's `exit-signal` (6.10) and `signal` (6.9), and devsy's
+own `argv@devsy`.
 
 Both ends use them: the agent reports a command killed by a signal with `exit-signal`, and devsy's SSH master asks
 the agent to stop a cancelled session with `signal`. They are sent the way paramiko sends `exit-status`.
+
+`argv@devsy` is `devsy exec` through the SSH master: like `exec`, but it runs an argv exactly (no shell, so no quoting
+and no shell start-up files) in exactly the directory it names, as a driver's exec does. Its payload is JSON
+{"argv": [...], "workdir": "..."}; ASCII-only JSON keeps non-UTF-8 bytes (surrogate escapes) exact.
 """
 
 from __future__ import annotations
+
+import json
+
+ARGV_REQUEST = "argv@devsy"
 
 
 def _send(channel, request: str, *fields) -> None:
@@ -27,6 +36,46 @@ def _send(channel, request: str, *fields) -> None:
 def send_exit_signal(channel, name: str) -> None:
     """Report that the session's process died of signal `name` ("TERM", "KILL", ...)."""
     _send(channel, "exit-signal", name, False, "", "")  # core dumped (not known from a returncode), message, lang
+
+
+def request_argv(channel, argv, workdir: str) -> None:
+    """Ask the agent to run `argv` in `workdir` on this session channel, and wait for its answer, as paramiko's
+    exec_command does (SSHException when it refuses: an agent older than this request, or a host-side server)."""
+    from paramiko.common import cMSG_CHANNEL_REQUEST
+    from paramiko.message import Message
+
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_REQUEST)
+    m.add_int(channel.remote_chanid)
+    m.add_string(ARGV_REQUEST)
+    m.add_boolean(True)
+    m.add_string(json.dumps({"argv": list(argv), "workdir": workdir}))
+    channel._event_pending()
+    channel.transport._send_user_message(m)
+    channel._wait_for_event()
+
+
+def parse_argv_request(payload: bytes):
+    """The (argv, workdir) of an `argv@devsy` payload; ValueError when it is not one."""
+    data = json.loads(payload.decode("ascii"))  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    if not isinstance(data, dict):
+        raise ValueError("an argv@devsy payload must be a JSON object")
+    argv, workdir = data.get("argv"), data.get("workdir", "")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv) \
+            or not isinstance(workdir, str):
+        raise ValueError("an argv@devsy request needs a non-empty argv of strings and a workdir string")
+    return argv, workdir
+
+
+def reply(channel, ok: bool) -> None:
+    """Answer a channel request that wanted a reply, as paramiko does for the requests it knows."""
+    from paramiko.common import cMSG_CHANNEL_FAILURE, cMSG_CHANNEL_SUCCESS
+    from paramiko.message import Message
+
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_SUCCESS if ok else cMSG_CHANNEL_FAILURE)
+    m.add_int(channel.remote_chanid)
+    channel.transport._send_user_message(m)
 
 
 def send_signal(channel, name: str) -> None:

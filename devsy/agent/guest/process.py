@@ -1,4 +1,5 @@
-"""Starting a session's process as its user: through the user's shell, with pipes or a pseudo-terminal."""
+"""Starting a session's process as its user: through the user's shell, with pipes or a pseudo-terminal; or, for
+`devsy exec` (an argv@devsy request), its argv exactly, as a driver's exec runs it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ UNSET_REQUEST = "DEVSY_UNSET_ENV"
 # The agent's own variable holding every session's remoteEnv as JSON {"set": {..}, "unset": [..]}: given where the
 # client is OpenSSH (`ssh <id>.devsy`), which sends no remoteEnv of its own. Kept apart from the agent's own PATH.
 SESSION_ENV = "DEVSY_SESSION_ENV"
-_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG", SESSION_ENV)
+# Set by the host's launcher (devsy/agent/install.py) when the guest's environment had no LC_CTYPE: the value this
+# process has is Python's own (PEP 538 locale coercion), which an argv session must not inherit.
+NO_LC_CTYPE = "DEVSY_AGENT_NO_LC_CTYPE"
+_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG", SESSION_ENV, NO_LC_CTYPE)
 
 
 @dataclass(frozen=True)
@@ -35,10 +39,21 @@ class PtySpec:
 
 @dataclass
 class SessionSpec:
-    command: Optional[str]  # None: an interactive login shell
+    command: Optional[str]  # None: an interactive login shell (unless argv is given)
     workdir: str = ""
     env: dict = field(default_factory=dict)
     pty: Optional[PtySpec] = None
+    # `devsy exec`: this argv, found on the session's PATH, in exactly `workdir` (the account's home when empty);
+    # the environment is the container's with HOME (and PWD) the account's, as an engine's exec gives it.
+    argv: Optional[list] = None
+
+
+class StartError(OSError):
+    """A session's process cannot start; `exit_code` is what the client is told (a shell's 126/127 for argv)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -61,7 +76,12 @@ def _launch_session_env() -> dict:
 def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
     """The container's environment (as exec gave it to us), made the user's, plus what the client asked for."""
     env = {k: v for k, v in os.environ.items() if k not in _AGENT_ONLY}
-    env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell, PWD=cwd)
+    if spec.argv is None:
+        env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell, PWD=cwd)
+    else:  # no login: what an engine's exec sets
+        env.update(HOME=account.home, PWD=cwd)
+        if os.environ.get(NO_LC_CTYPE):
+            env.pop("LC_CTYPE", None)
     remote = _launch_session_env()
     for name in remote.get("unset", []):
         env.pop(name, None)
@@ -76,6 +96,8 @@ def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
 
 
 def _argv(account: Account, spec: SessionSpec) -> list:
+    if spec.argv is not None:
+        return list(spec.argv)
     if spec.command is None:
         return ["-" + os.path.basename(account.shell)]  # a leading '-' makes it a login shell, as sshd does
     return [os.path.basename(account.shell), "-c", spec.command]
@@ -90,6 +112,8 @@ def _cwd(account: Account, workdir: str) -> str:
 
 def spawn(account: Account, spec: SessionSpec) -> Spawned:
     """Start the session's process; OSError if it cannot start (its message is shown to the client)."""
+    if spec.argv is not None:
+        return _spawn_argv(account, spec)
     cwd = _cwd(account, spec.workdir)
     try:
         return _spawn(account, spec, cwd)
@@ -100,10 +124,27 @@ def spawn(account: Account, spec: SessionSpec) -> Spawned:
         return _spawn(account, spec, _cwd(account, ""))
 
 
+def _spawn_argv(account: Account, spec: SessionSpec) -> Spawned:
+    """An argv session: no fallback directory (an engine's exec fails on a missing one too) and a shell's exit codes
+    for what cannot start: 127 not found, 126 anything else."""
+    cwd = spec.workdir or account.home or "/"
+    if not os.path.isdir(cwd):
+        raise StartError("cannot run in %s: no such directory in the workspace" % cwd, 126)
+    try:
+        return _spawn(account, spec, cwd)
+    except FileNotFoundError as exc:
+        raise StartError("%s: command not found (%s)" % (spec.argv[0], exc.strerror), 127) from None
+    except OSError as exc:
+        raise StartError("cannot run %s: %s" % (spec.argv[0], exc.strerror or exc), 126) from None
+
+
 def _spawn(account: Account, spec: SessionSpec, cwd: str) -> Spawned:
     argv, env, identity = _argv(account, spec), session_env(account, spec, cwd), account.popen_identity()
+    # A shell session starts the account's shell (argv[0] is its name, or "-name" for a login); an argv one runs
+    # argv[0] as found on the session's PATH.
+    executable = account.shell if spec.argv is None else None
     if spec.pty is None:
-        proc = subprocess.Popen(argv, executable=account.shell, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(argv, executable=executable, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, bufsize=0, cwd=cwd, env=env, start_new_session=True,
                                 **identity)
         return Spawned(proc, proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno())
@@ -111,7 +152,7 @@ def _spawn(account: Account, spec: SessionSpec, cwd: str) -> Spawned:
     try:
         resize(slave, spec.pty.cols, spec.pty.rows, spec.pty.width_px, spec.pty.height_px)
         _give_terminal(slave, account)
-        proc = subprocess.Popen(argv, executable=account.shell, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+        proc = subprocess.Popen(argv, executable=executable, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
                                 env=env, start_new_session=True, preexec_fn=_acquire_controlling_terminal,
                                 **identity)
     except BaseException:

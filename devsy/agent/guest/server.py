@@ -14,6 +14,7 @@ import threading
 from typing import Optional
 
 from . import forward
+from .channel_requests import ARGV_REQUEST, parse_argv_request, reply
 from .fastimport import import_paramiko
 from .hostkey import load_or_create
 from .kex_safe import KexSafeSends
@@ -37,12 +38,20 @@ def _text(value) -> str:
 def _request_then_start(channel: Channel, message) -> None:
     """Handle a channel request, then start a session it created: only after the reply has been sent, so a fast
     command's exit status can never reach the client before the reply to its `exec` request. `signal` (RFC 4254
-    6.9), which paramiko does not know, is handled here."""
+    6.9) and `argv@devsy` (channel_requests.py), which paramiko does not know, are handled here."""
     server = channel.transport.server_object
     start = message.packet.tell()
-    if message.get_text() == "signal" and isinstance(server, AgentServer):
+    name = message.get_text()
+    if name == "signal" and isinstance(server, AgentServer):
         message.get_boolean()  # want_reply: never set for `signal`
         server.signal_session(channel, _text(message.get_text()))
+        return
+    if name == ARGV_REQUEST and isinstance(server, AgentServer):
+        want_reply = message.get_boolean()
+        ok = server.check_channel_argv_request(channel, message.get_binary())
+        if want_reply:
+            reply(channel, ok)
+        server.start_pending(channel)
         return
     message.packet.seek(start)
     Channel._handle_request(channel, message)
@@ -190,6 +199,17 @@ class AgentServer(paramiko.ServerInterface):
 
     def check_channel_exec_request(self, channel, command):
         return self._queue(channel, _text(command))
+
+    def check_channel_argv_request(self, channel: Channel, payload: bytes) -> bool:
+        """`devsy exec`'s argv@devsy: run an argv exactly (channel_requests.py)."""
+        try:
+            argv, workdir = parse_argv_request(payload)
+        except ValueError as exc:
+            log.warning("refusing an argv request: %s", exc)
+            return False
+        spec = self._spec(channel)
+        spec.argv, spec.workdir = argv, workdir
+        return self._queue(channel, None)
 
     def check_channel_subsystem_request(self, channel, name):
         return False

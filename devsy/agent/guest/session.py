@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from .accounts import AccountError, session_account
 from .channel_requests import send_exit_signal
-from .process import SessionSpec, Spawned, kill_tree, resize, spawn
+from .process import SessionSpec, Spawned, StartError, kill_tree, resize, spawn
 from .tuning import CHANNEL_READ_SIZE, PIPE_READ_SIZE
 
 log = logging.getLogger("devsy_agent.session")
@@ -82,8 +82,12 @@ class Session:
     def _run(self) -> None:
         try:
             self._spawned = spawned = spawn(session_account(self.username), self.spec)
+        except StartError as exc:
+            self._fail(str(exc), exc.exit_code)
+            return
         except (AccountError, OSError) as exc:
-            self._fail(str(exc))
+            # An argv session (`devsy exec`) reports what cannot start as a shell would; a login session as sshd.
+            self._fail(str(exc), 126 if self.spec.argv is not None else 1)
             return
         if self._kill_requested:
             kill_tree(spawned.proc.pid)
@@ -190,10 +194,10 @@ class Session:
             os.close(self._exited_r)
             os.close(self._exited_w)
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, exit_code: int) -> None:
         try:
             self.channel.sendall_stderr(("devsy-agent: %s\n" % message).encode("utf-8", "replace"))
-            self.channel.send_exit_status(1)
+            self.channel.send_exit_status(exit_code)
             self.channel.close()
         except (OSError, EOFError) as exc:
             log.debug("could not report a session failure: %s", exc)
