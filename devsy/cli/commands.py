@@ -148,10 +148,9 @@ def cancellable(run: Callable[[CancelToken], int]) -> int:
     return 128 + received[0] if received else code
 
 
-def _exec(args: argparse.Namespace) -> int:
+def exec_with_driver(args: argparse.Namespace) -> int:
+    """`devsy exec` through the workspace's driver (cli/exec_command.py says when; it has checked the argv)."""
     argv = args.argv
-    if not argv:
-        raise UsageError("no command given", hint="pass the command after the workspace, e.g. `devsy exec WS ls -la`")
 
     # The guest's bytes go through unaltered: redaction is for what devsy itself prints, never for session output
     # (masking an --env value would corrupt any output that happens to contain it, `true` or a binary alike).
@@ -198,5 +197,5 @@ def _logs(args: argparse.Namespace) -> int:
 
 _HANDLERS = {
     "up": _up, "status": _status, "start": _start, "stop": _stop, "delete": _delete, "list": _list,
-    "exec": _exec, "logs": _logs,
-}
+    "logs": _logs,
+}  # `exec` and `ssh` start in cli/exec_command.py and cli/ssh_command.py, which import almost nothing

@@ -150,11 +150,16 @@ def _skip_options(argv: list[str], i: int, value_options: tuple[str, ...]) -> in
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    # Imported per command: `devsy ssh` runs often and must not pay for the driver, docker or paramiko imports.
+    # Imported per command: `devsy ssh` and `exec` run often and must not pay for the driver, docker or paramiko
+    # imports.
     if args.command == "ssh":
         from devsy.cli.ssh_command import run_ssh_command
 
         return run_ssh_command(args)
+    if args.command == "exec":
+        from devsy.cli.exec_command import run_exec_command
+
+        return run_exec_command(args)
     from devsy.cli import commands
 
     return commands.dispatch(args)

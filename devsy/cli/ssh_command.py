@@ -1,6 +1,7 @@
 """`devsy ssh`, kept apart from the other commands so that its common path imports almost nothing: a session goes
-through the workspace's SSH master (devsy/ssh/mux/client.py); --stdio, DEVSY_SSH_MUX=0 and the cases that path
-leaves alone (an unreadable record, say) take the full path (devsy/ssh/command.py)."""
+through the workspace's SSH master (devsy/ssh/mux/client.py), which adds the workspace's remoteEnv; --stdio,
+DEVSY_SSH_MUX=0 and the cases that path leaves alone (an unreadable record, say) take the full path
+(devsy/ssh/command.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from devsy.workspace.paths import devsy_home, workspace_paths
 
 
 def run_ssh_command(args: argparse.Namespace) -> int:
-    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env), args.user)
     if not args.stdio and args.remote_command is None:
         _attach(args.workspace)
     use_master = mux_enabled()
@@ -19,10 +19,13 @@ def run_ssh_command(args: argparse.Namespace) -> int:
     if not args.stdio and use_master:
         from devsy.ssh.mux import client as mux_client
 
-        code = mux_client.run(devsy_home(), args.workspace, command=args.remote_command, user=args.user, env=env,
-                              tty=args.tty)
+        # The master adds the workspace's remoteEnv: parsing devcontainer.json is most of what this process would
+        # otherwise import, and the master has it loaded.
+        code = mux_client.run(devsy_home(), args.workspace, mux_client.Session(
+            command=args.remote_command, user=args.user, env=dict(args.env), tty=args.tty))
         if code is not None:
             return code
+    env = dict(args.env) if args.stdio else _session_env(args.workspace, dict(args.env), args.user)
     # Imported here: only this path needs paramiko and the driver in this process.
     from devsy.cli.commands import cancellable
     from devsy.ssh.command import SshOptions, run_ssh

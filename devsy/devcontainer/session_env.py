@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from devsy.devcontainer.config import DevContainerConfig, resolve_container_env
@@ -50,17 +50,20 @@ def session_env(config: DevContainerConfig) -> SessionEnv:
     return SessionEnv(dict(config.remote_env), tuple(config.remote_env_unset))
 
 
-def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths,
-                          driver: Callable[[], Driver], user: str = "") -> SessionEnv:
+def workspace_session_env(record: WorkspaceRecord, paths: WorkspacePaths, driver: Callable[[], Driver],
+                          user: str = "", *, local_env: Mapping[str, str] | None = None,
+                          warn: Callable[[str], None] | None = None) -> SessionEnv:
     """The remoteEnv a session of the workspace as `user` (default: the remote user) gets, from its devcontainer.json
-    as it is now; `driver` is asked for only when ${containerEnv:...} needs the instance's environment."""
+    as it is now; `driver` is asked for only when ${containerEnv:...} needs the instance's environment. The SSH
+    master, which serves other processes, passes the caller's environment (for ${localEnv:...}) and where its
+    warning goes (default: this process's stderr)."""
     try:
-        config = load_workspace_config(record.source, paths, record.id, record.config_path)
+        config = load_workspace_config(record.source, paths, record.id, record.config_path, local_env)
     except ConfigError as exc:
         # The instance is still the developer's (a failed `up` keeps it, catalogue failure-cleanup): an edit that
         # broke devcontainer.json, or a project folder that is gone, must not lock them out of their workspace.
         # The session runs without remoteEnv, and says so once.
-        Progress().warn(f"remoteEnv is not applied to this session: {exc.message}")
+        (warn or Progress().warn)(f"remoteEnv is not applied to this session: {exc.message}")
         return SessionEnv({})
     if config.substituted is not None:
         config = in_instance(driver(), record.id, config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +22,12 @@ def host_folder(source: Source, paths: WorkspacePaths) -> Path:
 
 
 def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: str,
-                          config_file: str = "") -> DevContainerConfig:
+                          config_file: str = "", local_env: Mapping[str, str] | None = None) -> DevContainerConfig:
     """The workspace's config; from here on its secrets are masked in everything this process prints (README).
 
     `config_file` is the file chosen with `--config` (relative to the workspace folder, or absolute) or the one the
-    workspace's record remembers; empty: the folder's one devcontainer.json (config.find_config)."""
+    workspace's record remembers; empty: the folder's one devcontainer.json (config.find_config). `local_env` backs
+    ${localEnv:...} (default: this process's environment; the SSH master passes its client's)."""
     if source.kind == "image":
         if config_file:
             raise UsageError(f"--config {config_file} needs a folder or git source; {source.value} is an image",
@@ -35,7 +37,7 @@ def load_workspace_config(source: Source, paths: WorkspacePaths, workspace_id: s
         folder = host_folder(source, paths)
         path = chosen_config(folder, config_file) if config_file else None
         # ${devcontainerId}: the reference's hash of the labels that find the instance, so stable across rebuilds.
-        config = load_config(folder, config_path=path,
+        config = load_config(folder, config_path=path, env=local_env,
                              devcontainer_id=devcontainer_id_for_labels({LABEL_WORKSPACE: workspace_id}))
     register_config_secrets(config)
     return config

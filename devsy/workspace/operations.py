@@ -142,13 +142,16 @@ def _require_host_folder(ws: OpenWorkspace) -> None:
     )
 
 
+def exec_target(ws: OpenWorkspace, user: str, workdir: str) -> tuple[str, str]:
+    """Who runs a `devsy exec` command and where: the record's remote user and workspace folder unless given, once
+    the workspace's host folder is known to be there (for the driver path here and the SSH master alike)."""
+    _require_host_folder(ws)
+    return user or ws.record.remote_user, workdir or ws.record.workspace_folder
+
+
 def exec_command(home: Path, raw_id: str, request: ExecRequest) -> ExecResult:
     ws = open_workspace(home, raw_id)
-    _require_host_folder(ws)
-    if not request.user:
-        request.user = ws.record.remote_user
-    if not request.workdir:
-        request.workdir = ws.record.workspace_folder
+    request.user, request.workdir = exec_target(ws, request.user, request.workdir)
     apply_to_exec(request, workspace_session_env(ws.record, ws.paths, lambda: ws.driver, request.user))  # re-read now
     return ws.driver.exec(ws.record.id, request)
 

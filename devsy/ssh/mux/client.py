@@ -1,12 +1,13 @@
-"""`devsy ssh --command` and interactive sessions through the workspace's SSH master (see mux/protocol.py).
+"""`devsy ssh` and `devsy exec` sessions through the workspace's SSH master (see mux/protocol.py).
 
-This is the path every `devsy ssh` takes (unless DEVSY_SSH_MUX=0 or --stdio), so it stays small: it reads the
-workspace record, connects to the master (starting one when there is none), hands over its stdin/stdout/stderr and
-waits for the exit status. The master does the SSH work. Anything unusual (no record, an unreadable one) is left to
-the full path in command.py, which owns those errors: the caller falls back when `run` returns None.
+This is the path every `devsy ssh` and `devsy exec` takes (unless DEVSY_SSH_MUX=0, or --stdio), so it stays small: it
+reads the workspace record, connects to the master (starting one when there is none), hands over its
+stdin/stdout/stderr and waits for the exit status. The master does the SSH work. Anything unusual (no record, an
+unreadable one; for exec, a workspace without an agent in the guest) is left to the full path (ssh/command.py, the
+driver's exec), which owns those errors: the caller falls back when `run` returns None.
 
-Cancellation: SIGINT/SIGTERM become a `cancel` message; the master has the agent kill the command's process tree and
-answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees its control
+Cancellation: SIGINT/SIGTERM/SIGHUP become a `cancel` message; the master has the agent kill the command's process
+tree and answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees its control
 socket close and does the same.
 
 Every wait on the master is bounded. Connecting and sending the request: CONNECT_TIMEOUT_S. Then the liveness rule
@@ -32,6 +33,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from devsy import errors
@@ -91,22 +93,39 @@ def connect(home: Path, record: dict) -> tuple[socket.socket, int] | None:
         raise
 
 
-def run(home: Path, workspace_id: str, *, command: str | None, user: str, env: dict[str, str], tty: bool) -> int | None:
+@dataclass(frozen=True)
+class Session:
+    """What a session asks for, as the user gave it: the master adds the defaults and remoteEnv (mux/protocol.py).
+    `argv` (with `workdir`) is `devsy exec`'s command; otherwise `command` (None: the login shell)."""
+
+    command: str | None = None
+    argv: list[str] | None = None
+    workdir: str = ""
+    user: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    tty: bool = False
+
+    def message(self) -> dict:
+        return {"op": "session", "command": self.command, "argv": self.argv, "workdir": self.workdir,
+                "user": self.user, "env": self.env, "local_env": dict(os.environ)}
+
+
+def run(home: Path, workspace_id: str, session: Session) -> int | None:
     """Run the session through the master; the exit code, or None to use the full path instead."""
     record = record_of(home, workspace_id)
     if record is None or not _usable(1) or not _usable(2):
         return None  # the full path has the errors for these
-    user = user or record.get("remote_user") or "root"
     stdin_fd = _stdin_fd()
+    interactive = session.argv is None and terminal.session_terminal(stdin_fd, session.command, session.tty,
+                                                                     workspace_paths(home, workspace_id))
     with _signals() as signals:
         for attempt in (1, 2):
             try:
                 sock, pid = _master(home, record, signals)
                 with contextlib.closing(sock):
                     master = _Master(sock, pid, f"the SSH master of workspace {workspace_id} (pid {pid})")
-                    return _session(master, signals, workspace_id, command=command, user=user, env=env,
-                                    stdin_fd=stdin_fd, interactive=terminal.session_terminal(
-                                        stdin_fd, command, tty, workspace_paths(home, workspace_id)))
+                    return _session(master, signals, workspace_id, session, stdin_fd=stdin_fd,
+                                    interactive=interactive)
             except errors.Cancelled:
                 if signals.received:  # cancelled while a master was starting: it was stopped
                     return 128 + signals.received[0]
@@ -143,8 +162,8 @@ def _master(home: Path, record: dict, signals: _Signals) -> tuple[socket.socket,
     return start_master(home, record, signals, connect)
 
 
-def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: str | None, user: str,
-             env: dict[str, str], stdin_fd: int | None, interactive: bool) -> int:
+def _session(master: _Master, signals: _Signals, workspace_id: str, session: Session, *, stdin_fd: int | None,
+             interactive: bool) -> int | None:
     stream = MessageStream(master.sock)
     with contextlib.ExitStack() as stack:
         pty = None
@@ -160,8 +179,7 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, *, command: 
             null = os.open(os.devnull, os.O_RDONLY)
             stack.callback(os.close, null)
         try:
-            stream.send({"op": "session", "command": command, "user": user, "env": env, "pty": pty,
-                         "stdin": stdin_fd is not None},
+            stream.send({**session.message(), "pty": pty, "stdin": stdin_fd is not None},
                         fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
         except TimeoutError:  # it does not read its clients: it must not read this request later, either
             master.kill(f"did not take the session request within {CONNECT_TIMEOUT_S:g}s")
@@ -268,13 +286,17 @@ def _await_end(stream: MessageStream, signals: _Signals, size_sent: tuple[int, i
         liveness.heard_from()
         if message["op"] == "started":
             started = True
-        elif message["op"] in ("end", "error"):
+        elif message["op"] == "warning":
+            _warn(str(message.get("message", "")))
+        elif message["op"] in ("end", "error", "direct"):
             return message, started
 
 
-def _outcome(reply: dict | None, started: bool, workspace_id: str, signals: _Signals) -> int:
+def _outcome(reply: dict | None, started: bool, workspace_id: str, signals: _Signals) -> int | None:
     if signals.received:
         return 128 + signals.received[0]
+    if reply is not None and reply["op"] == "direct":
+        return None  # the caller runs it with the driver
     if reply is None:
         if not started:
             raise MasterGone("it closed the connection")
@@ -290,6 +312,13 @@ def _outcome(reply: dict | None, started: bool, workspace_id: str, signals: _Sig
     if reply.get("broken_pipe"):
         return exit_code_for(None, "PIPE")
     return exit_code_for(reply.get("exit_code"), str(reply.get("signal") or ""))
+
+
+def _warn(text: str) -> None:
+    """A warning the master found for this session (it masked its secrets), printed as this process's own."""
+    from devsy.progress import Progress  # only when there is one: it imports the redaction filter
+
+    Progress().warn(text)
 
 
 def stop_master(home: Path, workspace_id: str, workspace_uid: str) -> bool:
@@ -329,7 +358,7 @@ def _usable(fd: int) -> bool:
 
 
 class _Signals:
-    """SIGINT/SIGTERM (and SIGWINCH's new size) recorded and signalled on a pipe, so a select() loop notices them at
+    """SIGINT/SIGTERM/SIGHUP (and SIGWINCH's new size) recorded and signalled on a pipe, so a select() loop notices them at
     once."""
 
     def __init__(self) -> None:
@@ -359,7 +388,7 @@ class _Signals:
 @contextlib.contextmanager
 def _signals() -> Iterator[_Signals]:
     signals = _Signals()
-    previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield signals
     finally:

@@ -26,19 +26,22 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.agent.guest.channel_requests import send_signal
-from devsy.workspace.operations import OpenWorkspace, open_workspace
+from devsy.devcontainer.session_env import ssh_env, workspace_session_env
+from devsy.workspace.operations import OpenWorkspace, exec_target, open_workspace
 from devsy.driver.base import CancelToken
-from devsy.errors import DevsyError
+from devsy.errors import DevsyError, WorkspaceNotFound
 from devsy.progress import Progress
-from devsy.redaction import RedactingWriter, configured_secrets
+from devsy.redaction import REDACT_ENV, RedactingWriter, Redactor, configured_secrets
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
 from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
 from devsy.ssh.mux.protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
 from devsy.ssh.mux.spawn import master_log
+from devsy.workspace.record import load_record
 
 log = logging.getLogger("devsy.ssh.master")
 CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound
@@ -187,19 +190,19 @@ class Master:
         """Run one session; the descriptors are ours to close. By the reply, every copy into the client's stdout
         and stderr has ended and closed its descriptor (once `devsy ssh` exits, only its caller holds them)."""
         handed_over = False
+        redact = _session_redactor(message)
         try:
-            pty = message.get("pty")
-            request = SessionRequest(command=message.get("command"),
-                                     env={str(k): str(v) for k, v in (message.get("env") or {}).items()},
-                                     pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty
-                                     else None)
             try:
-                connection = self.connection(str(message["user"]))
+                request, user = self._request(message, lambda text: watch.send({"op": "warning",
+                                                                                 "message": redact(text)}))
+                connection = self.connection(user)
                 channel = open_channel(connection.transport, request)
+            except _DriverExec:
+                return {"op": "direct"}
             except SessionNotOpened as exc:
-                return _error_reply(exc, retry=True)
+                return _error_reply(exc, redact, retry=True)
             except DevsyError as exc:
-                return _error_reply(exc)
+                return _error_reply(exc, redact)
             if watch.cancel.is_cancelled():
                 log.warning("client dropped before its command started: not starting it")
                 channel.close()
@@ -210,7 +213,7 @@ class Master:
                 try:
                     start_command(channel, request)
                 except DevsyError as exc:
-                    return _error_reply(exc)
+                    return _error_reply(exc, redact)
                 handed_over = True  # the session's threads close each descriptor when they are done with it
                 end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, watch.cancel, owns_fds=True,
                                      on_cancel=_kill_session)
@@ -227,9 +230,34 @@ class Master:
             return {"op": "end", "cancelled": True}
         if end.exit_code is None and not end.signal:  # the connection to the agent broke under the session
             lost = lost_session_error(self.ws, connection, master_exiting=self._exit.is_set())
-            log.warning("a session ended without an exit status: %s", lost.message)
-            return _error_reply(lost)
+            log.warning("a session ended without an exit status: %s", redact(lost.message))
+            return _error_reply(lost, redact)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
+
+    def _request(self, message: dict, warn: Callable[[str], None]) -> tuple[SessionRequest, str]:
+        """The session's request to the agent and the user it runs as, made here as `devsy ssh` and `devsy exec`
+        without a master make theirs: the workspace's remoteEnv (devcontainer.json re-read now, ${localEnv:...}
+        from the client's environment) under the client's --env; for an argv (`devsy exec`), the record's user and
+        workspace folder unless given. The record is re-read too: a later `up` may have changed what it holds."""
+        record = load_record(self.ws.paths)
+        if record is None or record.uid != self.ws.record.uid:
+            raise WorkspaceNotFound(f"workspace {self.ws.record.id} was deleted or recreated under this SSH master",
+                                    hint="run the command again")
+        ws = OpenWorkspace(self.ws.paths, record, self.ws.driver)
+        explicit = _strings(message.get("env"), "env")
+        user, argv, workdir, pty = str(message.get("user") or ""), message.get("argv"), "", message.get("pty")
+        if argv is not None:
+            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+                raise ProtocolError("a session argv that is not a non-empty list of strings")
+            if self._agent.exec_sessions():
+                raise _DriverExec  # every session here is a driver exec: the client's own is as good, and exact
+            user, workdir = exec_target(ws, user, str(message.get("workdir") or ""))
+        remote = workspace_session_env(record, ws.paths, lambda: ws.driver, user,
+                                       local_env=_strings(message.get("local_env"), "local_env"), warn=warn)
+        request = SessionRequest(command=message.get("command"), env=ssh_env(remote, explicit), argv=argv,
+                                 workdir=workdir,
+                                 pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty else None)
+        return request, user or record.remote_user or "root"
 
     def wait_for_sessions(self, timeout: float) -> None:
         """On exit: give the sessions that are ending (their connection closed) a bounded moment to reply."""
@@ -297,9 +325,30 @@ def _kill_session(channel: Any) -> None:
     channel.close()
 
 
-def _error_reply(exc: DevsyError, retry: bool = False) -> dict:
-    return {"op": "error", "kind": exc.kind, "exit_code": exc.exit_code, "message": exc.message, "hint": exc.hint,
-            "retry": retry}
+class _DriverExec(Exception):
+    """An argv session where no agent runs in the guest: the client runs its driver exec itself (`direct`)."""
+
+
+def _error_reply(exc: DevsyError, redact: Callable[[str], str] = str, retry: bool = False) -> dict:
+    return {"op": "error", "kind": exc.kind, "exit_code": exc.exit_code, "message": redact(exc.message),
+            "hint": redact(exc.hint), "retry": retry}
+
+
+def _strings(value: object, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ProtocolError(f"a session {field} that is not an object of strings")
+    return value
+
+
+def _session_redactor(message: dict) -> Callable[[str], str]:
+    """What masks a session's secrets in what this master tells its client: the client's DEVSY_REDACT, its --env
+    values and what this process registered (the config's remoteEnv and containerEnv, once read)."""
+    local_env, env = message.get("local_env"), message.get("env")
+    extra = [*(str(local_env.get(REDACT_ENV, "")).splitlines() if isinstance(local_env, dict) else []),
+             *(str(v) for v in (env.values() if isinstance(env, dict) else ()))]
+    return lambda text: Redactor(configured_secrets(extra))(text)
 
 
 def _listen(address: bytes) -> socket.socket:

@@ -6,9 +6,15 @@ agent, and each `devsy ssh` asks it for a session, handing over its own stdin/st
 
 Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors),
 `resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
-then on it may run), then `end`; or `error` (with `retry` when nothing was started); `bye`, `pong`. A client retries
+then on it may run), then `end`; or `error` (with `retry` when nothing was started); `direct` (before `started`: run
+this `devsy exec` with the driver instead); `warning` (for the client to print); `bye`, `pong`. A client retries
 on a new master only when its master went away (or was killed as wedged) before `started`: a command must never run
 twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
+
+A `session` names a `command` (None: the login shell) or, for `devsy exec`, an `argv` and `workdir`; `user` and
+`env` are the client's --user and --env as given. The master adds the rest, as a client without it would: the
+defaults from the record and the workspace's remoteEnv, with devcontainer.json re-read for each session and
+${localEnv:...} taken from the client's environment (`local_env`). So a client imports no devcontainer.json parsing.
 
 The socket is in Linux's abstract namespace (no file to go stale after a crash; it vanishes with the process). Such
 names carry no permissions, so both ends check the peer's uid with SO_PEERCRED: a master only serves its own user,
@@ -27,7 +33,9 @@ import struct
 from devsy.errors import UsageError
 from devsy.exit_status import signal_number
 
-MUX_VERSION = 2  # part of the address: a devsy with another protocol never talks to this master (2: pings in sessions)
+# Part of the address: a devsy with another protocol never talks to this master (2: pings in sessions; 3: the master
+# adds remoteEnv and runs `devsy exec`'s argv).
+MUX_VERSION = 3
 DISABLE_ENV = "DEVSY_SSH_MUX"  # "0": every `devsy ssh` makes its own connection (no master); "1" (default): a master
 PERSIST_ENV = "DEVSY_SSH_PERSIST_S"  # seconds an idle master stays (default below)
 DEFAULT_PERSIST_S = 600.0

@@ -1,0 +1,40 @@
+"""`devsy exec`, kept apart from the other commands (as `devsy ssh` is, ssh_command.py) so that its common path imports
+almost nothing: where devsy's agent serves the workspace's sessions, the command runs through the workspace's SSH
+master as an argv session (mux/protocol.py): that argv exactly, no shell, in the workdir, with the environment a
+driver's exec gives it, remoteEnv included. A command then starts in tens of milliseconds; the driver path
+(cli/commands.py) first imports the driver and its engine client, and a Docker exec costs three API round trips.
+
+The driver's exec runs it instead with DEVSY_SSH_MUX=0, for a --user the agent could not take exactly as the engine
+does (a bare uid, or USER:GROUP), in a workspace whose guest cannot run the agent (the master says `direct`), and in
+the cases the master path leaves to the full path (no record, say), which owns their errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from devsy.errors import UsageError
+from devsy.ssh.mux.protocol import mux_enabled, persist_seconds
+from devsy.workspace.paths import devsy_home
+
+
+def run_exec_command(args: argparse.Namespace) -> int:
+    if not args.argv:
+        raise UsageError("no command given", hint="pass the command after the workspace, e.g. `devsy exec WS ls -la`")
+    if mux_enabled() and _agent_takes(args.user):
+        persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
+        from devsy.ssh.mux import client as mux_client
+
+        code = mux_client.run(devsy_home(), args.workspace, mux_client.Session(
+            argv=args.argv, workdir=args.workdir, user=args.user, env=dict(args.env)))
+        if code is not None:
+            return code
+    from devsy.cli.commands import exec_with_driver  # the driver and its engine client: only this path needs them
+
+    return exec_with_driver(args)
+
+
+def _agent_takes(user: str) -> bool:
+    """Whether the agent runs as `user` exactly as an engine's exec would: a user name (resolved in the guest's
+    passwd by both). An engine also takes a uid without a passwd entry and USER:GROUP, which the agent does not."""
+    return not user.isdigit() and ":" not in user

@@ -1,0 +1,118 @@
+"""`devsy exec` through the workspace's SSH master (an argv@devsy session) on the real engine: the same bytes, exit
+codes and environment as the driver's exec (DEVSY_SSH_MUX=0), remoteEnv computed by the master from the caller's
+environment, and the cases that must take the driver's exec."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers.cli import HOST_NET, DevsyCli
+from helpers.projects import make_project
+
+from devsy.agent.guest.channel_requests import parse_argv_request
+from devsy.ssh.mux.processes import masters_under
+
+DRIVER = {"DEVSY_SSH_MUX": "0"}
+NOT_UTF8 = os.fsdecode(b"caf\xe9 \xff")  # bytes that are not UTF-8 must reach the command exactly
+
+
+def _masters(devsy: DevsyCli) -> list[int]:
+    return [process.pid for process, _ in masters_under(devsy.home)]
+
+
+def _both(devsy: DevsyCli, *args: str, **env: str):
+    """`devsy ARGS` through the master, then through the driver's exec."""
+    return devsy.run(*args, extra_env=env or None), devsy.run(*args, extra_env={**DRIVER, **env})
+
+
+@pytest.mark.parametrize("flags, command", [
+    ((), ("sh", "-c", "env | LC_ALL=C sort")),
+    ((), ("sh", "-c", "pwd; id; umask")),
+    ((), ("printf", "%s|", "a b", "$HOME", "*", "")),
+    (("-w", "/tmp"), ("pwd",)),
+    (("-u", "root"), ("sh", "-c", "id -un; echo $HOME")),
+    (("-e", "FOO=bar baz", "-e", "HOME=/elsewhere"), ("sh", "-c", 'echo "$FOO|$HOME"')),
+], ids=["env", "pwd-id", "argv-bytes", "workdir", "user", "env-option"])
+def test_the_master_path_gives_what_the_driver_exec_gives(devsy: DevsyCli, running_workspace: str, flags,
+                                                          command) -> None:
+    through_master, through_driver = _both(devsy, "exec", *flags, running_workspace, "--", *command)
+    assert through_master.returncode == 0, through_master.text
+    assert (through_master.returncode, through_master.stdout, through_master.stderr) == \
+        (through_driver.returncode, through_driver.stdout, through_driver.stderr)
+    assert _masters(devsy), "the first path did not go through an SSH master"
+
+
+def test_argv_bytes_that_are_not_utf8_arrive_exactly(devsy: DevsyCli, running_workspace: str) -> None:
+    # The driver's exec cannot do this one: the engine API takes the argv as JSON text.
+    result = devsy.run("exec", running_workspace, "--", "printf", "%s|", NOT_UTF8)
+    assert (result.returncode, result.stdout) == (0, b"caf\xe9 \xff|"), result.text
+
+
+def test_what_cannot_start_exits_as_a_shell_says(devsy: DevsyCli, running_workspace: str) -> None:
+    for args, code in ((["-w", "/no/such/dir", running_workspace, "true"], 126),
+                       ([running_workspace, "no-such-command"], 127),
+                       (["-u", "no-such-user", running_workspace, "true"], 126),
+                       ([running_workspace, "sh", "-c", "kill -TERM $$"], 128 + 15),
+                       ([running_workspace, "sh", "-c", "exit 7"], 7)):
+        through_master, through_driver = _both(devsy, "exec", *args)
+        assert through_master.returncode == through_driver.returncode == code, (args, through_master.text,
+                                                                                through_driver.text)
+        if code in (126, 127):
+            assert through_master.stderr.strip(), args  # it says why
+
+
+def test_stdin_reaches_the_command_byte_for_byte(devsy: DevsyCli, running_workspace: str) -> None:
+    data = bytes(range(256)) * 4096
+    result = devsy.run("exec", running_workspace, "--", "sha256sum", input=data)
+    assert result.returncode == 0, result.text
+    assert result.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+
+
+def test_a_user_the_engine_reads_differently_takes_the_driver_exec(devsy: DevsyCli, running_workspace: str) -> None:
+    # USER:GROUP and a uid without a passwd entry are the engine's forms, which the agent does not take.
+    assert devsy.run("exec", "-u", "0:0", running_workspace, "--", "id", "-u").stdout == b"0\n"
+    result = devsy.run("exec", "-u", "4321", running_workspace, "--", "id", "-u")
+    assert (result.returncode, result.stdout) == (0, b"4321\n"), result.text
+    assert _masters(devsy) == []
+
+
+def test_remote_env_comes_from_each_callers_environment(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                        tmp_path: Path) -> None:
+    """${localEnv:...} in remoteEnv is the calling process's, not that of the one that started the master."""
+    project = make_project(tmp_path / "local-env", {"image": guest_image,
+                                                    "remoteEnv": {"CALLER": "${localEnv:DEVSY_TEST_CALLER}"}})
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    for value in ("first-caller", "second-caller"):
+        for argv in (["exec", ws_id, "--", "sh", "-c", 'echo "$CALLER"'], ["ssh", ws_id, "--command", 'echo "$CALLER"']):
+            result = devsy.run(*argv, extra_env={"DEVSY_TEST_CALLER": value})
+            assert (result.returncode, result.stdout) == (0, f"{value}\n".encode()), (argv, result.text)
+    assert len(_masters(devsy)) == 1
+
+
+def test_the_masters_warning_is_masked_with_the_callers_secrets(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                                 tmp_path: Path) -> None:
+    project = make_project(tmp_path / "warned-project", {"image": guest_image})
+    devsy.up(project, "--id", ws_id, *HOST_NET)
+    assert devsy.run("exec", ws_id, "true").returncode == 0  # a master, started without DEVSY_REDACT
+    (project / ".devcontainer" / "devcontainer.json").write_text('{"image": ')
+    result = devsy.run("exec", ws_id, "true", extra_env={"DEVSY_REDACT": "warned-project"})
+    assert result.returncode == 0, result.text
+    assert "remoteEnv is not applied to this session" in result.text
+    assert "warned-project" not in result.text and "***" in result.text, result.text
+
+
+@pytest.mark.parametrize("payload", [b"", b"[]", b'{"argv": []}', b'{"argv": "ls"}', b'{"argv": ["ls", 1]}',
+                                     b'{"argv": ["ls"], "workdir": 3}', b"\xff"])
+def test_a_malformed_argv_request_is_refused(payload: bytes) -> None:
+    with pytest.raises(ValueError):
+        parse_argv_request(payload)
+
+
+def test_an_argv_request_keeps_every_byte() -> None:
+    payload = json.dumps({"argv": ["printf", NOT_UTF8], "workdir": "/w"}).encode()
+    assert parse_argv_request(payload) == (["printf", NOT_UTF8], "/w")
