@@ -45,14 +45,14 @@ def workspace(request, devsy, ws_id, guest_image, tmp_path) -> str:
     return ws_id
 
 
-def _start(devsy, docker_client, workspace: str, script: str, nonce: str, *, ready_on_stdout: bool = False
-           ) -> LiveExec:
+def _start(devsy, docker_client, workspace: str, script: str, nonce: str, *, ready_on_stdout: bool = False,
+           **env: str) -> LiveExec:
     """`devsy exec` of a script that prints `ready PID...` on stderr (or as its first stdout line); each PID must
-    carry `nonce` in its argv."""
+    carry `nonce` in its argv. `env`: added to the CLI's environment."""
     container = docker_client.containers.list(filters={"label": f"dev.devsy.workspace={workspace}"})[0]
     observer = ProcessObserver.via_docker(container.id)
     proc = subprocess.Popen([*DEVSY, "exec", workspace, "--", "sh", "-c", script], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy, **env))
     line = read_line(proc.stdout if ready_on_stdout else proc.stderr, READY_TIMEOUT_S)
     match = re.fullmatch(rb"ready ([\d ]+)\n", line)
     if not match:
@@ -151,8 +151,10 @@ def test_the_guest_tree_dies_when_nobody_reads_the_output_any_more(devsy, worksp
 
 @pytest.mark.parametrize("workspace", ["external-docker"], indirect=True)
 def test_the_guest_tree_dies_when_the_provider_is_killed(devsy, workspace, docker_client):
+    # The driver's exec, whose provider process this CLI starts (through the SSH master, the master's provider
+    # carries the session: test_ssh_master.py covers a lost connection there).
     nonce = f"nonce-{secrets.token_hex(8)}"
-    live = _start(devsy, docker_client, workspace, _sleeping_tree(nonce), nonce)
+    live = _start(devsy, docker_client, workspace, _sleeping_tree(nonce), nonce, DEVSY_SSH_MUX="0")
     try:
         ended = time.monotonic()
         os.kill(_provider_pid(live.proc.pid), signal.SIGKILL)
