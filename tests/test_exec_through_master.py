@@ -47,6 +47,23 @@ def test_the_master_path_gives_what_the_driver_exec_gives(devsy: DevsyCli, runni
     assert _masters(devsy), "the first path did not go through an SSH master"
 
 
+def test_the_command_is_the_agents_child(devsy: DevsyCli, running_workspace: str) -> None:
+    """The parity cases above would pass on the driver's exec too: this one shows the master path ran them."""
+    parent = 'tr "\\0" " " < /proc/$PPID/cmdline'
+    through_master, through_driver = _both(devsy, "exec", running_workspace, "--", "sh", "-c", parent)
+    assert b"python3" in through_master.stdout and b"ssh-server" in through_master.stdout, through_master.text
+    assert b"ssh-server" not in through_driver.stdout, through_driver.text
+
+
+def test_a_numeric_remote_user_takes_the_driver_exec(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                     tmp_path: Path) -> None:
+    """A remoteUser that is a uid without a passwd entry: the engine runs as it, the agent could not."""
+    devsy.up(make_project(tmp_path / "uid-user", {"image": guest_image, "remoteUser": "4321"}), "--id", ws_id,
+             *HOST_NET)
+    result = devsy.run("exec", ws_id, "--", "id", "-u")
+    assert (result.returncode, result.stdout) == (0, b"4321\n"), result.text
+
+
 def test_argv_bytes_that_are_not_utf8_arrive_exactly(devsy: DevsyCli, running_workspace: str) -> None:
     # The driver's exec cannot do this one: the engine API takes the argv as JSON text.
     result = devsy.run("exec", running_workspace, "--", "printf", "%s|", NOT_UTF8)
@@ -88,19 +105,21 @@ def test_remote_env_comes_from_each_callers_environment(devsy: DevsyCli, ws_id: 
                                                     "remoteEnv": {"CALLER": "${localEnv:DEVSY_TEST_CALLER}"}})
     devsy.up(project, "--id", ws_id, *HOST_NET)
     for value in ("first-caller", "second-caller"):
-        for argv in (["exec", ws_id, "--", "sh", "-c", 'echo "$CALLER"'], ["ssh", ws_id, "--command", 'echo "$CALLER"']):
+        for argv in (["exec", ws_id, "--", "sh", "-c", 'echo "$CALLER"'],
+                     ["ssh", ws_id, "--command", 'echo "$CALLER"']):
             result = devsy.run(*argv, extra_env={"DEVSY_TEST_CALLER": value})
             assert (result.returncode, result.stdout) == (0, f"{value}\n".encode()), (argv, result.text)
     assert len(_masters(devsy)) == 1
 
 
-def test_the_masters_warning_is_masked_with_the_callers_secrets(devsy: DevsyCli, ws_id: str, guest_image: str,
+def test_the_masters_warning_is_masked_with_the_sessions_secrets(devsy: DevsyCli, ws_id: str, guest_image: str,
                                                                  tmp_path: Path) -> None:
     project = make_project(tmp_path / "warned-project", {"image": guest_image})
     devsy.up(project, "--id", ws_id, *HOST_NET)
     assert devsy.run("exec", ws_id, "true").returncode == 0  # a master, started without DEVSY_REDACT
     (project / ".devcontainer" / "devcontainer.json").write_text('{"image": ')
-    result = devsy.run("exec", ws_id, "true", extra_env={"DEVSY_REDACT": "warned-project"})
+    # An --env value is a secret only the master is told of: this process never registers it.
+    result = devsy.run("exec", "-e", "TOKEN=warned-project", ws_id, "true")
     assert result.returncode == 0, result.text
     assert "remoteEnv is not applied to this session" in result.text
     assert "warned-project" not in result.text and "***" in result.text, result.text

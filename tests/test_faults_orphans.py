@@ -149,6 +149,23 @@ def test_the_guest_tree_dies_when_nobody_reads_the_output_any_more(devsy, worksp
         live.proc.wait(timeout=ORPHAN_BOUND_S)
 
 
+def test_a_tree_that_ignores_hangups_dies_when_nobody_reads_the_output(devsy, workspace, docker_client):
+    """The reader of stdout goes away from a command that ignores SIGHUP and SIGPIPE (a hang-up, as OpenSSH gives a
+    session, would leave it running): `devsy exec` still ends its whole tree."""
+    nonce = f"nonce-{secrets.token_hex(8)}"
+    script = (f': {nonce}; trap "" HUP PIPE; python3 -c "import time; time.sleep(4242)" {nonce} & '
+              f'echo "ready $$ $!"; while :; do echo {nonce} || :; done')
+    live = _start(devsy, docker_client, workspace, script, nonce, ready_on_stdout=True)
+    try:
+        ended = time.monotonic()
+        live.proc.stdout.close()
+        live.proc.wait(timeout=ORPHAN_BOUND_S)
+        _assert_tree_dies(live, ended)
+    finally:
+        live.proc.kill()
+        live.proc.wait(timeout=ORPHAN_BOUND_S)
+
+
 @pytest.mark.parametrize("workspace", ["external-docker"], indirect=True)
 def test_the_guest_tree_dies_when_the_provider_is_killed(devsy, workspace, docker_client):
     # The driver's exec, whose provider process this CLI starts (through the SSH master, the master's provider

@@ -19,10 +19,11 @@ from devsy.workspace.paths import WorkspacePaths
 
 # How the host starts the agent: a missing file is exit 199, so the caller can deliver it and retry. python3 -E: the
 # workspace's PYTHON* variables (PYTHONPATH, ...) must not change what the agent imports; -S: it needs nothing from
-# site-packages, and skipping `site` shortens every start. Python sets LC_CTYPE in its own environment where the
-# locale is C (PEP 538), so the launcher notes when the guest had none: `devsy exec` commands then get none either.
+# site-packages, and skipping `site` shortens every start. Python rewrites LC_CTYPE in its own environment where the
+# locale is C (PEP 538), so the launcher keeps the guest's: "" when it had none, else "set:" and its value, which
+# `devsy exec` commands then get (devsy/agent/guest/process.py).
 EXIT_AGENT_MISSING = 199
-_LAUNCH = ('a=$1; shift; [ -f "$a" ] || exit 199; [ -n "${LC_CTYPE+x}" ] || export DEVSY_AGENT_NO_LC_CTYPE=1; '
+_LAUNCH = ('a=$1; shift; [ -f "$a" ] || exit 199; export DEVSY_AGENT_LC_CTYPE="${LC_CTYPE+set:$LC_CTYPE}"; '
            'exec python3 -E -S "$a" "$@"')
 
 

@@ -4,9 +4,10 @@ master as an argv session (mux/protocol.py): that argv exactly, no shell, in the
 driver's exec gives it, remoteEnv included. A command then starts in tens of milliseconds; the driver path
 (cli/commands.py) first imports the driver and its engine client, and a Docker exec costs three API round trips.
 
-The driver's exec runs it instead with DEVSY_SSH_MUX=0, for a --user the agent could not take exactly as the engine
-does (a bare uid, or USER:GROUP), in a workspace whose guest cannot run the agent (the master says `direct`), and in
-the cases the master path leaves to the full path (no record, say), which owns their errors.
+The driver's exec runs it instead with DEVSY_SSH_MUX=0, for a user the agent could not take exactly as the engine
+does (a bare uid, or USER:GROUP: as --user here, as the record's remoteUser in the master), where the guest cannot
+run the agent or runs one older than argv sessions (the master says `direct`), and in the cases the master path
+leaves to the full path (no record, say), which owns their errors.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from __future__ import annotations
 import argparse
 
 from devsy.errors import UsageError
-from devsy.ssh.mux.protocol import mux_enabled, persist_seconds
+from devsy.ssh.mux.protocol import agent_takes_user, mux_enabled, persist_seconds
 from devsy.workspace.paths import devsy_home
 
 
 def run_exec_command(args: argparse.Namespace) -> int:
     if not args.argv:
         raise UsageError("no command given", hint="pass the command after the workspace, e.g. `devsy exec WS ls -la`")
-    if mux_enabled() and _agent_takes(args.user):
+    if mux_enabled() and agent_takes_user(args.user):
         persist_seconds()  # refused here, before anything runs, rather than by a master starting in the background
         from devsy.ssh.mux import client as mux_client
 
@@ -33,8 +34,3 @@ def run_exec_command(args: argparse.Namespace) -> int:
 
     return exec_with_driver(args)
 
-
-def _agent_takes(user: str) -> bool:
-    """Whether the agent runs as `user` exactly as an engine's exec would: a user name (resolved in the guest's
-    passwd by both). An engine also takes a uid without a passwd entry and USER:GROUP, which the agent does not."""
-    return not user.isdigit() and ":" not in user

@@ -6,6 +6,7 @@ by the host (see devsy/agent/guest/server.py), so there is no network peer to im
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from devsy.agent.errors import AgentError
-from devsy.agent.guest.channel_requests import request_argv
+from devsy.agent.guest.channel_requests import ArgvRefused, request_argv, send_signal
 from devsy.agent.guest.fastimport import import_paramiko
 from devsy.agent.guest.kex_safe import KexSafeSends
 from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, CIPHERS, HOST_KEY_TYPES, KEX, MAX_PACKET_SIZE, WINDOW_SIZE
@@ -139,11 +140,12 @@ def start_command(channel: Any, request: SessionRequest) -> None:
     if request.argv is not None:
         try:
             request_argv(channel, request.argv, request.workdir)
+        except ArgvRefused:
+            channel.close()
+            raise  # an agent older than this devsy: nothing ran, the caller may run the command another way
         except Exception as exc:
             channel.close()
-            raise AgentError(f"the agent refused or dropped `devsy exec`'s session: {exc or type(exc).__name__}",
-                             hint="an agent older than this devsy refuses it: run `devsy up` on the workspace once "
-                                  "to update it; or set DEVSY_SSH_MUX=0 to run the command without the agent") from exc
+            raise _refused(exc) from exc
         return
     try:
         if request.command is None:
@@ -203,13 +205,16 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def pump_until_end(channel: Any, stdin: BinaryIO | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken, *,
-                   owns_fds: bool = False, on_cancel: Callable[[Any], None] | None = None) -> SessionEnd | None:
+                   owns_fds: bool = False, on_cancel: Callable[[Any], None] | None = None,
+                   kill_on_broken_pipe: bool = False) -> SessionEnd | None:
     """Copy `stdin` into the session and its output to the descriptors until it ends; None when cancelled.
 
     The session ends as sshd ends it: when the command has exited (its status or signal arrived), not merely when its
     output closed (`exec >/dev/null; sleep 9`); the channel closing or a cancellation also ends it. With `owns_fds`,
     stdin and the output descriptors are closed by the threads using them, once they are done with them.
-    `on_cancel(channel)` ends a cancelled session (the SSH master: the agent kills the tree).
+    `on_cancel(channel)` ends a cancelled session (the SSH master: the agent kills the tree). With
+    `kill_on_broken_pipe` (`devsy exec`, whose commands never outlive it), a reader gone from the output has the
+    agent kill the command's tree, as the driver's exec does, rather than only hang it up.
     """
     outputs_done = threading.Event()
     unsubscribe = [cancel.on_cancel(outputs_done.set), cancel.on_cancel(channel.status_event.set)]
@@ -219,6 +224,11 @@ def pump_until_end(channel: Any, stdin: BinaryIO | None, stdout_fd: int, stderr_
         # Whoever reads our output has gone (`devsy ssh ... | head -1`): end the session as OpenSSH does, by closing
         # the channel; the remote command then gets SIGPIPE on its next write.
         broken_pipe.set()
+        if kill_on_broken_pipe:
+            # Before the close, on the same connection: the agent handles them in order. A hang-up alone would
+            # leave a command that ignores SIGHUP, and its children outside its process group, running.
+            with contextlib.suppress(Exception):  # the connection may be gone too: then the agent hangs it all up
+                send_signal(channel, "KILL")
         channel.close()
 
     outputs = [pump_channel_output(channel, stdout_fd, False, on_broken_pipe, close_fd=owns_fds),

@@ -1,7 +1,7 @@
 """The channel requests paramiko has no method for: RFC 4254's `exit-signal` (6.10) and `signal` (6.9), and devsy's
 own `argv@devsy`.
 
-Both ends use them: the agent reports a command killed by a signal with `exit-signal`, and devsy's SSH master asks
+Both ends use the first two: the agent reports a command killed by a signal with `exit-signal`, and devsy's SSH master asks
 the agent to stop a cancelled session with `signal`. They are sent the way paramiko sends `exit-status`.
 
 `argv@devsy` is `devsy exec` through the SSH master: like `exec`, but it runs an argv exactly (no shell, so no quoting
@@ -40,7 +40,7 @@ def send_exit_signal(channel, name: str) -> None:
 
 def request_argv(channel, argv, workdir: str) -> None:
     """Ask the agent to run `argv` in `workdir` on this session channel, and wait for its answer, as paramiko's
-    exec_command does (SSHException when it refuses: an agent older than this request, or a host-side server)."""
+    exec_command does: ArgvRefused when it refuses (an agent older than this request, or a host-side server)."""
     from paramiko.common import cMSG_CHANNEL_REQUEST
     from paramiko.message import Message
 
@@ -52,7 +52,17 @@ def request_argv(channel, argv, workdir: str) -> None:
     m.add_string(json.dumps({"argv": list(argv), "workdir": workdir}))
     channel._event_pending()
     channel.transport._send_user_message(m)
-    channel._wait_for_event()
+    try:
+        channel._wait_for_event()
+    except Exception:
+        # A refusal closes only the channel; a connection that died takes the transport with it.
+        if channel.transport is not None and channel.transport.is_active():
+            raise ArgvRefused("the agent refused the argv@devsy request") from None
+        raise
+
+
+class ArgvRefused(Exception):
+    """The server answered argv@devsy with a failure: nothing was started on the channel."""
 
 
 def parse_argv_request(payload: bytes):

@@ -22,10 +22,10 @@ UNSET_REQUEST = "DEVSY_UNSET_ENV"
 # The agent's own variable holding every session's remoteEnv as JSON {"set": {..}, "unset": [..]}: given where the
 # client is OpenSSH (`ssh <id>.devsy`), which sends no remoteEnv of its own. Kept apart from the agent's own PATH.
 SESSION_ENV = "DEVSY_SESSION_ENV"
-# Set by the host's launcher (devsy/agent/install.py) when the guest's environment had no LC_CTYPE: the value this
-# process has is Python's own (PEP 538 locale coercion), which an argv session must not inherit.
-NO_LC_CTYPE = "DEVSY_AGENT_NO_LC_CTYPE"
-_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG", SESSION_ENV, NO_LC_CTYPE)
+# The guest's LC_CTYPE as the host's launcher found it (devsy/agent/install.py): "" none, else "set:" and its value.
+# This process's own may be Python's (PEP 538 locale coercion), which an argv session must not inherit.
+GUEST_LC_CTYPE = "DEVSY_AGENT_LC_CTYPE"
+_AGENT_ONLY = ("DEVSY_AGENT_CACHE", "DEVSY_AGENT_LOG", SESSION_ENV, GUEST_LC_CTYPE)
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class SessionSpec:
     env: dict = field(default_factory=dict)
     pty: Optional[PtySpec] = None
     # `devsy exec`: this argv, found on the session's PATH, in exactly `workdir` (the account's home when empty);
-    # the environment is the container's with HOME (and PWD) the account's, as an engine's exec gives it.
+    # the environment is the container's, HOME the account's and PWD the directory, as the driver's exec gives it.
     argv: Optional[list] = None
 
 
@@ -80,8 +80,7 @@ def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
         env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell, PWD=cwd)
     else:  # no login: what an engine's exec sets
         env.update(HOME=account.home, PWD=cwd)
-        if os.environ.get(NO_LC_CTYPE):
-            env.pop("LC_CTYPE", None)
+        _restore_lc_ctype(env)
     remote = _launch_session_env()
     for name in remote.get("unset", []):
         env.pop(name, None)
@@ -93,6 +92,16 @@ def session_env(account: Account, spec: SessionSpec, cwd: str) -> dict:
     if spec.pty is not None:
         env["TERM"] = spec.pty.term or env.get("TERM", "xterm")
     return env
+
+
+def _restore_lc_ctype(env: dict) -> None:
+    guest = os.environ.get(GUEST_LC_CTYPE)
+    if guest is None:
+        return  # started by a launcher that does not say: keep what there is
+    if guest.startswith("set:"):
+        env["LC_CTYPE"] = guest[len("set:"):]
+    else:
+        env.pop("LC_CTYPE", None)
 
 
 def _argv(account: Account, spec: SessionSpec) -> list:

@@ -208,7 +208,10 @@ class AgentServer(paramiko.ServerInterface):
             log.warning("refusing an argv request: %s", exc)
             return False
         spec = self._spec(channel)
-        spec.argv, spec.workdir = argv, workdir
+        with self._lock:
+            if channel.get_id() in self._pending or channel.get_id() in self._sessions:
+                return False  # one program per session channel: the one queued keeps its argv
+            spec.argv, spec.workdir = argv, workdir
         return self._queue(channel, None)
 
     def check_channel_subsystem_request(self, channel, name):

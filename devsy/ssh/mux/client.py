@@ -7,8 +7,8 @@ unreadable one; for exec, a workspace without an agent in the guest) is left to 
 driver's exec), which owns those errors: the caller falls back when `run` returns None.
 
 Cancellation: SIGINT/SIGTERM/SIGHUP become a `cancel` message; the master has the agent kill the command's process
-tree and answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees its control
-socket close and does the same.
+tree and answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees
+its control socket close and does the same.
 
 Every wait on the master is bounded. Connecting and sending the request: CONNECT_TIMEOUT_S. Then the liveness rule
 (mux/liveness.py): whenever the master has been silent for a few seconds, it is pinged, and it must answer within
@@ -358,8 +358,8 @@ def _usable(fd: int) -> bool:
 
 
 class _Signals:
-    """SIGINT/SIGTERM/SIGHUP (and SIGWINCH's new size) recorded and signalled on a pipe, so a select() loop notices them at
-    once."""
+    """SIGINT/SIGTERM/SIGHUP (and SIGWINCH's new size) recorded and signalled on a pipe, so a select() loop notices
+    them at once."""
 
     def __init__(self) -> None:
         self.received: list[int] = []

@@ -1,8 +1,9 @@
 """A workspace's SSH master: one long-lived paramiko connection per user to the agent, many sessions over it.
 
-Started by the first `devsy ssh` that finds none (mux/spawn.py), it serves sessions on its control socket (see
-mux/protocol.py) until it has been idle for DEVSY_SSH_PERSIST_S seconds, until `devsy stop`/`delete` ask it to exit,
-or until its last connection to the agent ends (the workspace stopped or went away). Why it exists: starting Python
+Started by the first `devsy ssh` or `devsy exec` that finds none (mux/spawn.py; "`devsy ssh`" below stands for
+both), it serves sessions on its control socket (see mux/protocol.py) until it has been idle for DEVSY_SSH_PERSIST_S
+seconds, until `devsy stop`/`delete` ask it to exit, or until its last connection to the agent ends (the workspace
+stopped or went away). Why it exists: starting Python
 and paramiko and an SSH handshake on both ends cost ~300 ms per command; a session on an open connection costs
 one channel round trip.
 
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
-from devsy.agent.guest.channel_requests import send_signal
+from devsy.agent.guest.channel_requests import ArgvRefused, send_signal
 from devsy.devcontainer.session_env import ssh_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, exec_target, open_workspace
 from devsy.driver.base import CancelToken
@@ -39,7 +40,8 @@ from devsy.progress import Progress
 from devsy.redaction import REDACT_ENV, RedactingWriter, Redactor, configured_secrets
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
 from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
-from devsy.ssh.mux.protocol import MessageStream, ProtocolError, master_address, peer_pid_checked, persist_seconds
+from devsy.ssh.mux.protocol import (MessageStream, ProtocolError, agent_takes_user, master_address, peer_pid_checked,
+                                    persist_seconds)
 from devsy.ssh.mux.spawn import master_log
 from devsy.workspace.record import load_record
 
@@ -212,11 +214,16 @@ class Master:
                 watch.send({"op": "started"})  # from now on the command may run: the client must not retry
                 try:
                     start_command(channel, request)
+                except ArgvRefused:
+                    # An agent older than argv sessions (a devsy upgrade since `up` delivered it): nothing ran.
+                    log.info("the agent refuses argv sessions (delivered by an older devsy): the client runs the "
+                             "driver's exec")
+                    return {"op": "direct"}
                 except DevsyError as exc:
                     return _error_reply(exc, redact)
                 handed_over = True  # the session's threads close each descriptor when they are done with it
                 end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, watch.cancel, owns_fds=True,
-                                     on_cancel=_kill_session)
+                                     on_cancel=_kill_session, kill_on_broken_pipe=request.argv is not None)
             except BaseException:
                 _kill_session(channel)  # the client is gone, or we failed: the command must not run on unattended
                 raise
@@ -252,6 +259,8 @@ class Master:
             if self._agent.exec_sessions():
                 raise _DriverExec  # every session here is a driver exec: the client's own is as good, and exact
             user, workdir = exec_target(ws, user, str(message.get("workdir") or ""))
+            if not agent_takes_user(user):  # the record's remoteUser may be a bare uid too
+                raise _DriverExec
         remote = workspace_session_env(record, ws.paths, lambda: ws.driver, user,
                                        local_env=_strings(message.get("local_env"), "local_env"), warn=warn)
         request = SessionRequest(command=message.get("command"), env=ssh_env(remote, explicit), argv=argv,
@@ -326,7 +335,8 @@ def _kill_session(channel: Any) -> None:
 
 
 class _DriverExec(Exception):
-    """An argv session where no agent runs in the guest: the client runs its driver exec itself (`direct`)."""
+    """An argv session the agent cannot run as the engine would (no agent in the guest; a user only the engine
+    reads): the client runs its driver exec itself (`direct`)."""
 
 
 def _error_reply(exc: DevsyError, redact: Callable[[str], str] = str, retry: bool = False) -> dict:

@@ -6,10 +6,10 @@ agent, and each `devsy ssh` asks it for a session, handing over its own stdin/st
 
 Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors),
 `resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
-then on it may run), then `end`; or `error` (with `retry` when nothing was started); `direct` (before `started`: run
-this `devsy exec` with the driver instead); `warning` (for the client to print); `bye`, `pong`. A client retries
-on a new master only when its master went away (or was killed as wedged) before `started`: a command must never run
-twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
+then on it may run), then `end`; or `error` (with `retry` when nothing was started); `direct` (run this `devsy exec`
+with the driver instead: nothing ran, even when it comes after `started`, as the agent refused the argv); `warning`
+(for the client to print); `bye`, `pong`. A client retries on a new master only when its master went away (or was
+killed as wedged) before `started`: a command must never run twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
 
 A `session` names a `command` (None: the login shell) or, for `devsy exec`, an `argv` and `workdir`; `user` and
 `env` are the client's --user and --env as given. The master adds the rest, as a client without it would: the
@@ -81,6 +81,12 @@ def master_address(home: str, workspace_id: str, workspace_uid: str) -> bytes:
     """The master's abstract socket name: one per devsy home, workspace and creation of it (its uid)."""
     key = "\0".join((str(MUX_VERSION), os.path.realpath(home), workspace_id, workspace_uid))
     return b"\0devsy-ssh-master-" + hashlib.sha256(key.encode()).hexdigest()[:32].encode()
+
+
+def agent_takes_user(user: str) -> bool:
+    """Whether the agent runs as `user` exactly as an engine's exec would: a user name (both resolve it in the
+    guest's passwd), or none (the default). An engine also takes a uid without a passwd entry and USER:GROUP."""
+    return not user.isdigit() and ":" not in user
 
 
 def peer_pid_checked(sock: socket.socket) -> int:
