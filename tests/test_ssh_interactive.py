@@ -88,8 +88,10 @@ def test_ctrl_c_reaches_the_remote_program_not_devsy(request, devsy, path):
     workspace = request.getfixturevalue(_WORKSPACES[path])
     term = Terminal([*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm"), rows=24, cols=80)
     # The typing shell expands $((40+2)) in the double quotes: its echo shows the expression, the trap prints 42.
-    # The trap exits: Ctrl-C may come before `sleep` has started, and the program must not go on to it then.
-    term.type("""sh -c "trap 'echo interrupted-$((40+2)); exit 130' INT; echo wait''ing; sleep 4242"\n""")
+    # The program waits in the shell's own `read`, not in a child: a shell defers a trap until its foreground
+    # child ends, and a Ctrl-C landing between fork and exec is lost by the child, which would leave the trap
+    # waiting on `sleep` for good. A trapped signal interrupts `read` itself, so the trap runs whenever it lands.
+    term.type("""sh -c "trap 'echo interrupted-$((40+2)); exit 130' INT; echo wait''ing; read line"\n""")
     assert term.expect(b"waiting"), term.output
     term.type("\x03")  # in raw mode this is a byte for the remote terminal, which turns it into SIGINT
     assert term.expect(b"interrupted-42"), term.output
