@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -15,6 +17,8 @@ from devsy import process_tree
 from devsy.agent.build import build_agent
 from devsy.agent.guest.pipe_socket import PipeSocket
 from devsy.bounded_wait import poll_until
+from devsy.agent.errors import AgentError
+from devsy.ssh import client
 from devsy.ssh.client import PtyRequest, SessionRequest, connect, open_session, session_end
 
 
@@ -120,3 +124,30 @@ def test_a_session_whose_channel_the_client_closes_is_hung_up(agent_transport):
     # The connection still serves sessions.
     out, _, end = _run(transport, SessionRequest("echo still"))
     assert (out, end.exit_code) == (b"still\n", 0)
+
+
+@pytest.mark.parametrize("request_kind", ["exec", "argv"])
+def test_an_agent_that_never_answers_a_request_is_an_error_within_the_deadline(tmp_path, agent_cache, monkeypatch,
+                                                                              request_kind):
+    """paramiko waits for the answer to a channel request without a deadline; devsy bounds it. The agent is stopped
+    (SIGSTOP) after the channel opens, so the request reaches a connection nobody answers on."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DEVSY_AGENT_CACHE": str(agent_cache)}
+    proc = subprocess.Popen([sys.executable, "-E", "-S", str(build_agent().path), "ssh-server", "--stdio",
+                             "--workdir", str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    transport = connect(PipeSocket(proc.stdout.fileno(), proc.stdin.fileno()), "root")
+    request = {"exec": SessionRequest("true"),
+               "argv": SessionRequest(None, argv=["true"], workdir=str(tmp_path))}[request_kind]
+    try:
+        channel = client.open_channel(transport, request)
+        monkeypatch.setattr(client, "HANDSHAKE_TIMEOUT_S", 1.0)
+        proc.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(AgentError, match="did not answer the session's request within 1s"):
+            client.start_command(channel, request)  # not ArgvRefused: no answer is no proof that nothing ran
+        assert time.monotonic() - started < 20
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        transport.close()
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()

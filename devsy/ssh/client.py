@@ -10,7 +10,7 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -124,40 +124,66 @@ def open_channel(transport: Any, request: SessionRequest) -> Any:
     except Exception as exc:  # the connection is gone (or refuses channels): nothing was started
         raise SessionNotOpened(f"the agent's connection is gone: {exc or type(exc).__name__}",
                                hint="retry; `devsy ssh` starts a new connection") from exc
-    try:
-        for name, value in request.env.items():
-            channel.set_environment_variable(name, value)
-        if request.pty is not None:
-            channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
-    except Exception as exc:
-        channel.close()
-        raise _refused(exc) from exc
+    with _answer_deadline(channel) as expired:
+        try:
+            for name, value in request.env.items():
+                channel.set_environment_variable(name, value)
+            if request.pty is not None:
+                channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
+        except Exception as exc:
+            channel.close()
+            raise _refused(exc, expired) from exc
     return channel
 
 
 def start_command(channel: Any, request: SessionRequest) -> None:
     """Start the request's command (or the login shell) on a channel from open_channel."""
-    if request.argv is not None:
+    with _answer_deadline(channel) as expired:
         try:
-            request_argv(channel, request.argv, request.workdir)
-        except ArgvRefused:
+            if request.argv is not None:
+                request_argv(channel, request.argv, request.workdir)
+            elif request.command is None:
+                channel.invoke_shell()
+            else:
+                channel.exec_command(request.command)
+        except ArgvRefused as exc:
             channel.close()
+            if expired.is_set():  # no answer is not a refusal: the command may yet have started
+                raise _refused(exc, expired) from exc
             raise  # an agent older than this devsy: nothing ran, the caller may run the command another way
         except Exception as exc:
             channel.close()
-            raise _refused(exc) from exc
-        return
+            raise _refused(exc, expired) from exc
+
+
+@contextlib.contextmanager
+def _answer_deadline(channel: Any) -> Iterator[threading.Event]:
+    """Bound paramiko's wait for the agent's answer to a channel request (pty, exec, shell, argv), which has no
+    deadline: closing the channel ends that wait (paramiko raises "Channel closed"), so a timer closes it. The event
+    it yields says the timer fired, so the error can say the agent did not answer rather than that it refused."""
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        # The waiter wakes as soon as the channel is marked closed, before its close message is sent, and may close
+        # the whole connection meanwhile: that message then has nowhere to go, which is fine.
+        with contextlib.suppress(EOFError, OSError):
+            channel.close()
+
+    timer = threading.Timer(HANDSHAKE_TIMEOUT_S, expire)
+    timer.daemon = True
+    timer.start()
     try:
-        if request.command is None:
-            channel.invoke_shell()
-        else:
-            channel.exec_command(request.command)
-    except Exception as exc:
-        channel.close()
-        raise _refused(exc) from exc
+        yield expired
+    finally:
+        timer.cancel()
 
 
-def _refused(exc: Exception) -> AgentError:
+def _refused(exc: Exception, expired: threading.Event) -> AgentError:
+    if expired.is_set():
+        return AgentError(f"the agent did not answer the session's request within {HANDSHAKE_TIMEOUT_S:g}s",
+                          hint="the workspace may be overloaded or its agent stuck; retry, and if it persists set "
+                               "DEVSY_AGENT_LOG=/tmp/agent.log and read that file in the workspace")
     # paramiko's SSHException, or EOFError/OSError when the stream died meanwhile
     return AgentError(f"the agent refused or dropped the session: {exc or type(exc).__name__}",
                       hint="retry; if it persists, set DEVSY_AGENT_LOG=/tmp/agent.log and read that file in the "
