@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers.cli import HOST_NET, DevsyCli
+from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env
 from helpers.projects import make_project
 
 from devsy.agent.guest.channel_requests import parse_argv_request
@@ -135,3 +137,22 @@ def test_a_malformed_argv_request_is_refused(payload: bytes) -> None:
 def test_an_argv_request_keeps_every_byte() -> None:
     payload = json.dumps({"argv": ["printf", NOT_UTF8], "workdir": "/w"}).encode()
     assert parse_argv_request(payload) == (["printf", NOT_UTF8], "/w")
+
+
+@pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
+def test_nohup_devsy_exec_outlives_its_terminal(devsy: DevsyCli, running_workspace: str, mux_env) -> None:
+    """SIGHUP inherited as ignored (`nohup devsy exec ...`) stays ignored: the hang-up cancels nothing. Without
+    nohup the same signal stops the command (test_faults_orphans)."""
+    command = ["sh", "-c", "echo started; read line; echo finished-$line"]
+    proc = subprocess.Popen([*DEVSY, "exec", running_workspace, "--", *command], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy, **mux_env),
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        assert proc.stdout.readline() == b"started\n", proc.stderr.read1()
+        proc.send_signal(signal.SIGHUP)  # the terminal went away; devsy was told to ignore that
+        out, err = proc.communicate(b"42\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out) == (0, b"finished-42\n"), err

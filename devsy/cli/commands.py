@@ -14,6 +14,7 @@ from devsy.cli.outcome import emit_error, emit_success, workspace_json
 from devsy.agent.note import read_note
 from devsy.workspace import operations
 from devsy.driver.base import CancelToken, ExecRequest
+from devsy import termination
 from devsy.errors import Cancelled, DevsyError, UsageError
 from devsy.exit_status import shell_status
 from devsy.progress import Progress
@@ -135,16 +136,13 @@ def cancellable(run: Callable[[CancelToken], int]) -> int:
         received.append(signum)
         cancel.cancel()
 
-    previous = {s: signal.signal(s, on_signal) for s in _CANCEL_SIGNALS}
     try:
-        code = run(cancel)
+        with termination.handling(_CANCEL_SIGNALS, on_signal):
+            code = run(cancel)
     except Cancelled:
         if not received:
             raise
         code = 0
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     return 128 + received[0] if received else code
 
 

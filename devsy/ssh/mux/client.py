@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devsy import errors
+from devsy import errors, termination
 from devsy.ssh import terminal
 from devsy.ssh.mux.liveness import (STARTED_WITHIN_S, Liveness, MasterUnresponsive, Wedged, kill_and_wait,
                                     kill_master, pin_master, say)
@@ -388,10 +388,8 @@ class _Signals:
 @contextlib.contextmanager
 def _signals() -> Iterator[_Signals]:
     signals = _Signals()
-    previous = {s: signal.signal(s, signals.handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        yield signals
+        with termination.handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signals.handler):
+            yield signals
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         signals.close()
