@@ -126,6 +126,10 @@ def test_a_session_whose_channel_the_client_closes_is_hung_up(agent_transport):
     assert (out, end.exit_code) == (b"still\n", 0)
 
 
+def _thread_states(pid: int) -> list[str]:
+    return [open(stat).read().rsplit(")", 1)[1].split()[0] for stat in glob.glob(f"/proc/{pid}/task/*/stat")]
+
+
 @pytest.mark.parametrize("request_kind", ["exec", "argv"])
 def test_an_agent_that_never_answers_a_request_is_an_error_within_the_deadline(tmp_path, agent_cache, monkeypatch,
                                                                               request_kind):
@@ -141,6 +145,10 @@ def test_an_agent_that_never_answers_a_request_is_an_error_within_the_deadline(t
         channel = client.open_channel(transport, request)
         monkeypatch.setattr(client, "HANDSHAKE_TIMEOUT_S", 1.0)
         proc.send_signal(signal.SIGSTOP)
+        # A thread blocked on the stream is stopped only once the thread the kernel chose to take the signal runs;
+        # until then it could still read the request and answer it.
+        poll_until(lambda: _thread_states(proc.pid), lambda states: set(states) == {"T"}, timeout=20,
+                   interval=0.005, what="every thread of the stopped agent to be stopped")
         started = time.monotonic()
         with pytest.raises(AgentError, match="did not answer the session's request within 1s"):
             client.start_command(channel, request)  # not ArgvRefused: no answer is no proof that nothing ran
