@@ -56,3 +56,13 @@ def test_the_ssh_path_imports_no_driver_or_backend_module() -> None:
                                        timeout=60).stdout)
     heavy = [name for name in loaded if name.startswith(("devsy.driver", "docker", "paramiko", "grpc"))]
     assert heavy == [], f"the ssh path imported {heavy}"
+
+
+def test_a_relative_workdir_is_refused_before_anything_runs(capsys) -> None:
+    """The engine refuses a relative working directory and the agent would resolve it against its own: both paths
+    of `devsy exec` refuse it the same way, at parse time."""
+    with pytest.raises(SystemExit) as exited:
+        parsed("exec", "-w", "src", "ws", "pwd")
+    assert exited.value.code == 2
+    assert "'src' is not an absolute path in the workspace" in capsys.readouterr().err
+    assert parsed("exec", "-w", "/tmp", "ws", "pwd")[2] == ["pwd"]

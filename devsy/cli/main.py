@@ -27,6 +27,15 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _guest_directory(text: str) -> str:
+    # The engine refuses a relative working directory and the agent would resolve it against its own: refused here,
+    # the same way for every path `devsy exec` may take.
+    if text and not text.startswith("/"):  # "" is the default: the workspace folder
+        raise argparse.ArgumentTypeError(f"{text!r} is not an absolute path in the workspace (e.g. /tmp, or the "
+                                         "workspace folder's path)")
+    return text
+
+
 def _provider_help(argv: list[str] | None) -> str:
     # The table is read only when `up`'s help can be shown: `devsy ssh` and `exec` must not import the driver layer.
     if argv is not None and "up" not in argv:
@@ -85,7 +94,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                  "outlive devsy, however it ends (killed, or its output pipe closed).")
     ex.add_argument("workspace", metavar="WORKSPACE")
     ex.add_argument("--user", "-u", default="", help="user to run as (default: the workspace's remote user)")
-    ex.add_argument("--workdir", "-w", default="", help="working directory (default: the workspace folder)")
+    ex.add_argument("--workdir", "-w", default="", type=_guest_directory,
+                    help="absolute working directory in the workspace (default: the workspace folder)")
     ex.add_argument("--env", "-e", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                     help="environment variable, repeatable")
     ex.add_argument("argv", nargs="*", metavar="ARGV",
