@@ -7,7 +7,9 @@ Start-up has two figures per provider, each over `--runs` warm runs (after warm-
 each against the Go SDK's fake runtime (../shared/interop/bin/go-fake-runtime, or $DEVSY_GO_INTEROP_BIN) as the
 peer when it is there: the handshake line (exec of the provider with the cookie to its go-plugin line on stdout,
 no supervisor), and spawn latency, launch (supervisor + provider process) + go-plugin handshake + health check +
-Info, as devsy's host does it. The load average is printed with them: on a busy machine they are not comparable
+Info, as devsy's host does it. Before them, a floor: an interpreter that only imports grpc (what a Python provider
+pays before it can listen and print its line; the line cannot come earlier, since a host dials once, right after
+reading it). The load average is printed with them: on a busy machine they are not comparable
 with a quiet run, only with the peer of the same run. Throughput pipes `--mib` MiB through `cat` in one
 workspace container, once through devsy-provider-docker (gRPC Exec) and once through the built-in DockerDriver, in
 the same run and the same container, and checks the bytes came back intact; then once more through
@@ -96,6 +98,18 @@ def handshake_latency(command: ProviderCommand, runs: int) -> tuple[list[float],
     return [wall for wall, _ in samples], [cpu for _, cpu in samples if cpu is not None]
 
 
+def grpc_import_floor(runs: int) -> list[float]:
+    """Wall seconds per warm run of an interpreter that only imports grpc and exits: what any Python provider pays
+    before it can listen, so the handshake figures of devsy's providers are read against it."""
+    samples = []
+    for index in range(WARMUP_RUNS + runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import grpc"], check=True, timeout=_LINE_TIMEOUT_S)  # noqa: S603
+        if index >= WARMUP_RUNS:
+            samples.append(time.perf_counter() - started)
+    return samples
+
+
 def go_fake_command(state_dir: Path) -> ProviderCommand | None:
     """The Go SDK fake runtime (flags only, no `serve`), or None when the interop binaries are not here."""
     binary = GO_INTEROP_BIN / "go-fake-runtime"
@@ -114,6 +128,9 @@ def startup(runs: int) -> None:
         print(f"Go peer: no go-fake-runtime in {GO_INTEROP_BIN}; figures without a peer", flush=True)
     else:
         providers.insert(0, ("go-fake-runtime (peer)", peer))
+    floor = grpc_import_floor(runs)
+    print(f"floor, `python -c 'import grpc'` ({runs} warm runs, load average {os.getloadavg()[0]:.2f}): p50 "
+          f"{percentile(floor, 0.5) * 1000:.0f} ms, p95 {percentile(floor, 0.95) * 1000:.0f} ms", flush=True)
     for figure, measure in (("handshake line after exec", handshake_latency),
                             ("launch+handshake+Info", spawn_latency)):
         peer_p50 = None
