@@ -156,3 +156,12 @@ def test_nohup_devsy_exec_outlives_its_terminal(devsy: DevsyCli, running_workspa
             proc.kill()
             proc.wait()
     assert (proc.returncode, out) == (0, b"finished-42\n"), err
+
+
+def test_an_environment_too_large_for_the_master_takes_the_driver_exec(devsy: DevsyCli,
+                                                                       running_workspace: str) -> None:
+    """The master reads at most 1 MiB per message, and a session message carries the caller's environment (for
+    `${localEnv:...}`): a larger one takes the driver's exec rather than losing the master twice."""
+    big = {f"DEVSY_TEST_BIG_{i}": "x" * 120_000 for i in range(10)}  # 1.2 MB; each under Linux's 128 KiB per string
+    result = devsy.run("exec", running_workspace, "--", "echo", "ran", extra_env=big)
+    assert (result.returncode, result.stdout) == (0, b"ran\n"), result.text

@@ -40,7 +40,8 @@ from devsy import errors, termination
 from devsy.ssh import terminal
 from devsy.ssh.mux.liveness import (STARTED_WITHIN_S, Liveness, MasterUnresponsive, Wedged, kill_and_wait,
                                     kill_master, pin_master, say)
-from devsy.ssh.mux.protocol import MessageStream, ProtocolError, exit_code_for, master_address, peer_pid_checked
+from devsy.ssh.mux.protocol import (MAX_MESSAGE, MessageStream, ProtocolError, exit_code_for, master_address,
+                                   peer_pid_checked)
 from devsy.workspace.ids import validate_workspace_id
 from devsy.workspace.paths import workspace_paths
 
@@ -93,6 +94,10 @@ def connect(home: Path, record: dict) -> tuple[socket.socket, int] | None:
         raise
 
 
+# What the session message adds to Session.message() when it is sent (pty size, stdin flag): well under this.
+_MESSAGE_HEADROOM = 4096
+
+
 @dataclass(frozen=True)
 class Session:
     """What a session asks for, as the user gave it: the master adds the defaults and remoteEnv (mux/protocol.py).
@@ -115,6 +120,8 @@ def run(home: Path, workspace_id: str, session: Session) -> int | None:
     record = record_of(home, workspace_id)
     if record is None or not _usable(1) or not _usable(2):
         return None  # the full path has the errors for these
+    if len(json.dumps(session.message())) > MAX_MESSAGE - _MESSAGE_HEADROOM:
+        return None  # a huge environment or argv: more than the master reads in one message; the full path takes it
     stdin_fd = _stdin_fd()
     interactive = session.argv is None and terminal.session_terminal(stdin_fd, session.command, session.tty,
                                                                      workspace_paths(home, workspace_id))
