@@ -165,3 +165,11 @@ def test_an_environment_too_large_for_the_master_takes_the_driver_exec(devsy: De
     big = {f"DEVSY_TEST_BIG_{i}": "x" * 120_000 for i in range(10)}  # 1.2 MB; each under Linux's 128 KiB per string
     result = devsy.run("exec", running_workspace, "--", "echo", "ran", extra_env=big)
     assert (result.returncode, result.stdout) == (0, b"ran\n"), result.text
+
+
+def test_env_values_and_commands_that_are_not_utf8_arrive_exactly(devsy: DevsyCli, running_workspace: str) -> None:
+    # The engine API takes JSON text, so the driver's exec cannot do this; the agent's session can.
+    result = devsy.run("exec", "-e", f"A={NOT_UTF8}", running_workspace, "--", "sh", "-c", 'printf %s "$A"')
+    assert (result.returncode, result.stdout) == (0, b"caf\xe9 \xff"), result.text
+    result = devsy.run("ssh", running_workspace, "--command", f"printf %s '{NOT_UTF8}'")
+    assert (result.returncode, result.stdout) == (0, b"caf\xe9 \xff"), result.text

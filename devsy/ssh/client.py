@@ -127,13 +127,19 @@ def open_channel(transport: Any, request: SessionRequest) -> Any:
     with _answer_deadline(channel) as expired:
         try:
             for name, value in request.env.items():
-                channel.set_environment_variable(name, value)
+                # As bytes: paramiko encodes text as strict UTF-8, which refuses the surrogate escapes a non-UTF-8
+                # value (from argv or the environment) arrives as; the agent decodes them back the same way.
+                channel.set_environment_variable(_wire_bytes(name), _wire_bytes(value))
             if request.pty is not None:
                 channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
         except Exception as exc:
             channel.close()
             raise _refused(exc, expired) from exc
     return channel
+
+
+def _wire_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def start_command(channel: Any, request: SessionRequest) -> None:
@@ -145,7 +151,7 @@ def start_command(channel: Any, request: SessionRequest) -> None:
             elif request.command is None:
                 channel.invoke_shell()
             else:
-                channel.exec_command(request.command)
+                channel.exec_command(_wire_bytes(request.command))
         except ArgvRefused as exc:
             channel.close()
             if expired.is_set():  # no answer is not a refusal: the command may yet have started
