@@ -1,5 +1,7 @@
 """SIGTERM and SIGHUP turned into an exception, so a devsy process they end unwinds as it does on Ctrl-C; and the
-one rule every devsy handler of these signals follows: a signal the process inherited as ignored stays ignored.
+rule devsy's commands follow when they handle SIGINT, SIGTERM or SIGHUP: a signal inherited as ignored stays ignored.
+(Processes devsy starts itself and stops with SIGTERM, such as the SSH master, a provider or the background hooks,
+take their stop signal whatever they inherited.)
 
 A service manager's stop, a `kill`, a closed terminal: each would otherwise end the process at once, leaving the
 guest command it ran still running and what it had half-created in place. Raised like KeyboardInterrupt, they go
@@ -34,11 +36,12 @@ def _raise_terminated(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def install(signums: Iterable[int], handler: Handler) -> dict[int, Any]:
-    """Set `handler` for each of `signums` the process does not ignore; the previous handlers, for restore()."""
+def install(signums: Iterable[int], handler: Handler, *, keep_ignored: bool = True) -> dict[int, Any]:
+    """Set `handler` for each of `signums` the process does not ignore (every one, with keep_ignored=False: for a
+    process devsy itself starts and stops with these signals); the previous handlers, for restore()."""
     previous = {}
     for signum in signums:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+        if not keep_ignored or signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, handler)
     return previous
 
@@ -58,6 +61,6 @@ def handling(signums: Iterable[int], handler: Handler) -> Iterator[None]:
         restore(previous)
 
 
-def raise_on_termination() -> None:
-    """From now on, SIGTERM and SIGHUP (unless ignored) raise Terminated in the main thread."""
-    install(TERMINATING, _raise_terminated)
+def raise_on_termination(*, keep_ignored: bool = True) -> None:
+    """From now on, SIGTERM and SIGHUP (unless ignored, see install()) raise Terminated in the main thread."""
+    install(TERMINATING, _raise_terminated, keep_ignored=keep_ignored)

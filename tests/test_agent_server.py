@@ -18,6 +18,8 @@ from devsy.agent.build import build_agent
 from devsy.agent.guest.pipe_socket import PipeSocket
 from devsy.bounded_wait import poll_until
 from devsy.agent.errors import AgentError
+from devsy.agent.guest.channel_requests import ArgvRefused
+from devsy.errors import UsageError
 from devsy.ssh import client
 from devsy.ssh.client import PtyRequest, SessionRequest, connect, open_session, session_end
 
@@ -127,7 +129,13 @@ def test_a_session_whose_channel_the_client_closes_is_hung_up(agent_transport):
 
 
 def _thread_states(pid: int) -> list[str]:
-    return [open(stat).read().rsplit(")", 1)[1].split()[0] for stat in glob.glob(f"/proc/{pid}/task/*/stat")]
+    states = []
+    for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
+        try:
+            states.append(open(stat).read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:  # that thread ended meanwhile
+            continue
+    return states
 
 
 @pytest.mark.parametrize("request_kind", ["exec", "argv"])
@@ -159,3 +167,29 @@ def test_an_agent_that_never_answers_a_request_is_an_error_within_the_deadline(t
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
         proc.stdout.close()
+
+
+def test_an_env_value_that_cannot_be_sent_is_a_usage_error_that_names_only_the_variable(agent_transport) -> None:
+    # A lone surrogate outside the surrogate escapes (a devcontainer.json "\ud800") has no bytes to send as.
+    transport, _ = agent_transport
+    with pytest.raises(UsageError) as refused:
+        open_session(transport, SessionRequest("true", env={"TOKEN": "s3cr3t\ud800"}))
+    assert "TOKEN" in str(refused.value) and "s3cr3t" not in str(refused.value) \
+        and "\\ud800" not in str(refused.value), refused.value
+    out, _, end = _run(transport, SessionRequest("printf %s \"$A\"", env={"A": "caf\udce9"}))  # an escape is sent
+    assert (out, end.exit_code) == (b"caf\xe9", 0)
+
+
+def test_a_refused_argv_request_is_argv_refused_and_a_closed_channel_is_not(agent_transport) -> None:
+    """ArgvRefused lets the caller run the command another way, so it is raised only for the agent's own refusal
+    (here: an empty argv), never for a channel that closed under the request."""
+    transport, workdir = agent_transport
+    refused = SessionRequest(None, argv=[], workdir=str(workdir))
+    with pytest.raises(ArgvRefused):
+        client.start_command(client.open_channel(transport, refused), refused)
+    request = SessionRequest(None, argv=["true"], workdir=str(workdir))
+    channel = client.open_channel(transport, request)
+    channel.close()
+    with pytest.raises(AgentError, match="refused or dropped"):
+        client.start_command(channel, request)  # at once: no answer can come on a closed channel
+    assert transport.is_active()

@@ -144,9 +144,9 @@ def test_nohup_devsy_exec_outlives_its_terminal(devsy: DevsyCli, running_workspa
     """SIGHUP inherited as ignored (`nohup devsy exec ...`) stays ignored: the hang-up cancels nothing. Without
     nohup the same signal stops the command (test_faults_orphans)."""
     command = ["sh", "-c", "echo started; read line; echo finished-$line"]
-    proc = subprocess.Popen([*DEVSY, "exec", running_workspace, "--", *command], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy, **mux_env),
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    nohup = ["sh", "-c", 'trap "" HUP; exec "$@"', "nohup"]  # what nohup does, without its output redirection
+    proc = subprocess.Popen([*nohup, *DEVSY, "exec", running_workspace, "--", *command], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy, **mux_env))
     try:
         assert proc.stdout.readline() == b"started\n", proc.stderr.read1()
         proc.send_signal(signal.SIGHUP)  # the terminal went away; devsy was told to ignore that
@@ -156,6 +156,7 @@ def test_nohup_devsy_exec_outlives_its_terminal(devsy: DevsyCli, running_workspa
             proc.kill()
             proc.wait()
     assert (proc.returncode, out) == (0, b"finished-42\n"), err
+    assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
 
 
 def test_an_environment_too_large_for_the_master_takes_the_driver_exec(devsy: DevsyCli,

@@ -128,7 +128,8 @@ def cancellable(run: Callable[[CancelToken], int]) -> int:
     """Run with SIGINT/SIGTERM/SIGHUP wired to a cancel token; a command ended by one of them exits 128+signal.
 
     SIGHUP is what a closed terminal sends: its default action would end devsy at once, leaving the guest command
-    running in the workspace."""
+    running in the workspace. A signal inherited as ignored (`nohup devsy exec ...`) stays ignored
+    (termination.py)."""
     cancel = CancelToken()
     received: list[int] = []
 

@@ -339,7 +339,7 @@ class _Replaced(Exception):
 def main() -> int:
     from devsy.termination import raise_on_termination
 
-    raise_on_termination()
+    raise_on_termination(keep_ignored=False)  # SIGTERM is how devsy ends this process, whatever it inherited
     return _run(json.loads(sys.stdin.buffer.read()))
 
 

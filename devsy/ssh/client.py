@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from devsy.agent.errors import AgentError
+from devsy.errors import UsageError
 from devsy.agent.guest.channel_requests import ArgvRefused, request_argv, send_signal
 from devsy.agent.guest.fastimport import import_paramiko
 from devsy.agent.guest.kex_safe import KexSafeSends
@@ -78,7 +79,7 @@ def _client_transport_class() -> Any:
     if _TRANSPORT_CLASS is None:
         paramiko = import_paramiko()
         from paramiko.channel import Channel
-        from paramiko.common import MSG_CHANNEL_REQUEST
+        from paramiko.common import MSG_CHANNEL_FAILURE, MSG_CHANNEL_REQUEST
 
         def handle_request(channel: Any, message: Any) -> None:
             start = message.packet.tell()
@@ -90,9 +91,16 @@ def _client_transport_class() -> Any:
             message.packet.seek(start)
             Channel._handle_request(channel, message)
 
+        def handle_failure(channel: Any, message: Any) -> None:
+            # Marked before paramiko closes the channel: the waiter then knows the agent said no, which a closed
+            # channel alone does not say (a dying connection closes every channel too).
+            channel.request_refused = True
+            Channel._request_failed(channel, message)
+
         class ClientTransport(KexSafeSends, paramiko.Transport):
             _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
             _channel_handler_table[MSG_CHANNEL_REQUEST] = handle_request
+            _channel_handler_table[MSG_CHANNEL_FAILURE] = handle_failure
 
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, **kwargs)
@@ -118,28 +126,49 @@ def open_session(transport: Any, request: SessionRequest) -> Any:
 def open_channel(transport: Any, request: SessionRequest) -> Any:
     """A channel with the request's environment and optional pty, its command not yet started (the SSH master tells
     its client `started` between the two, so a command that may have run is never retried)."""
+    env = _wire_env(request.env)  # before the channel: a value that cannot be sent leaves nothing to close
     try:
         channel = transport.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET_SIZE,
                                          timeout=HANDSHAKE_TIMEOUT_S)
     except Exception as exc:  # the connection is gone (or refuses channels): nothing was started
         raise SessionNotOpened(f"the agent's connection is gone: {exc or type(exc).__name__}",
                                hint="retry; `devsy ssh` starts a new connection") from exc
-    with _answer_deadline(channel) as expired:
-        try:
-            for name, value in request.env.items():
-                # As bytes: paramiko encodes text as strict UTF-8, which refuses the surrogate escapes a non-UTF-8
-                # value (from argv or the environment) arrives as; the agent decodes them back the same way.
-                channel.set_environment_variable(_wire_bytes(name), _wire_bytes(value))
-            if request.pty is not None:
-                channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
-        except Exception as exc:
-            channel.close()
-            raise _refused(exc, expired) from exc
+    try:
+        for name, value in env.items():
+            channel.set_environment_variable(name, value)  # no answer is asked for: nothing to wait on
+        if request.pty is not None:
+            with _answer_deadline(channel) as expired:
+                try:
+                    channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
+                except Exception as exc:
+                    raise _refused(exc, expired) from exc
+    except Exception as exc:
+        channel.close()
+        raise exc if isinstance(exc, AgentError) else _refused(exc, None) from exc
     return channel
 
 
 def _wire_bytes(text: str) -> bytes:
+    # As bytes: paramiko encodes text as strict UTF-8, which refuses the surrogate escapes that non-UTF-8 bytes (from
+    # argv or the environment) arrive as; the agent decodes them back the same way (agent/guest/server.py).
     return text.encode("utf-8", "surrogateescape")
+
+
+def _wire_env(env: dict[str, str]) -> dict[bytes, bytes]:
+    wire = {}
+    for name, value in env.items():
+        try:
+            wire[_wire_bytes(name)] = _wire_bytes(value)
+        except UnicodeEncodeError:
+            # Only the name is said: the error's own text quotes part of the value, which may be a secret.
+            raise UsageError(f"the value of environment variable {_shown_name(name)} is not text that can be sent "
+                             "to the workspace (it contains a lone surrogate code point)",
+                             hint="set it to UTF-8 text (in --env, remoteEnv or the calling environment)") from None
+    return wire
+
+
+def _shown_name(name: str) -> str:
+    return repr(name.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
 
 
 def start_command(channel: Any, request: SessionRequest) -> None:
@@ -152,10 +181,8 @@ def start_command(channel: Any, request: SessionRequest) -> None:
                 channel.invoke_shell()
             else:
                 channel.exec_command(_wire_bytes(request.command))
-        except ArgvRefused as exc:
+        except ArgvRefused:
             channel.close()
-            if expired.is_set():  # no answer is not a refusal: the command may yet have started
-                raise _refused(exc, expired) from exc
             raise  # an agent older than this devsy: nothing ran, the caller may run the command another way
         except Exception as exc:
             channel.close()
@@ -168,13 +195,17 @@ def _answer_deadline(channel: Any) -> Iterator[threading.Event]:
     deadline: closing the channel ends that wait (paramiko raises "Channel closed"), so a timer closes it. The event
     it yields says the timer fired, so the error can say the agent did not answer rather than that it refused."""
     expired = threading.Event()
+    settled = threading.Lock()  # held by whichever comes first: the timer, or the block's end
 
     def expire() -> None:
+        if not settled.acquire(blocking=False):
+            return  # the answer came first
         expired.set()
         # The waiter wakes as soon as the channel is marked closed, before its close message is sent, and may close
-        # the whole connection meanwhile: that message then has nowhere to go, which is fine.
-        with contextlib.suppress(EOFError, OSError):
+        # the whole connection meanwhile; or a key exchange may hold the close up. The message may then go nowhere.
+        with contextlib.suppress(Exception):
             channel.close()
+        channel.event.set()  # a channel that was closed already (so close() did nothing) still ends the wait
 
     timer = threading.Timer(HANDSHAKE_TIMEOUT_S, expire)
     timer.daemon = True
@@ -183,10 +214,13 @@ def _answer_deadline(channel: Any) -> Iterator[threading.Event]:
         yield expired
     finally:
         timer.cancel()
+        first = settled.acquire(blocking=False)
+    if not first:  # the timer fired as the answer came: the channel is closed, so this is no success
+        raise _refused(TimeoutError(), expired)
 
 
-def _refused(exc: Exception, expired: threading.Event) -> AgentError:
-    if expired.is_set():
+def _refused(exc: Exception, expired: threading.Event | None) -> AgentError:
+    if expired is not None and expired.is_set():
         return AgentError(f"the agent did not answer the session's request within {HANDSHAKE_TIMEOUT_S:g}s",
                           hint="the workspace may be overloaded or its agent stuck; retry, and if it persists set "
                                "DEVSY_AGENT_LOG=/tmp/agent.log and read that file in the workspace")

@@ -40,10 +40,15 @@ def send_exit_signal(channel, name: str) -> None:
 
 def request_argv(channel, argv, workdir: str) -> None:
     """Ask the agent to run `argv` in `workdir` on this session channel, and wait for its answer, as paramiko's
-    exec_command does: ArgvRefused when it refuses (an agent older than this request, or a host-side server)."""
+    exec_command does: ArgvRefused when it refuses (an agent older than this request, or a host-side server).
+    A refusal is known from the failure message itself (devsy's client transport marks the channel, ssh/client.py):
+    a connection that dies closes the channel too, and a command that may have started must never run twice."""
     from paramiko.common import cMSG_CHANNEL_REQUEST
     from paramiko.message import Message
+    from paramiko.ssh_exception import SSHException
 
+    if channel.closed:
+        raise SSHException("Channel is not open")  # as exec_command says it: a wait for an answer would never end
     m = Message()
     m.add_byte(cMSG_CHANNEL_REQUEST)
     m.add_int(channel.remote_chanid)
@@ -55,8 +60,7 @@ def request_argv(channel, argv, workdir: str) -> None:
     try:
         channel._wait_for_event()
     except Exception:
-        # A refusal closes only the channel; a connection that died takes the transport with it.
-        if channel.transport is not None and channel.transport.is_active():
+        if getattr(channel, "request_refused", False):
             raise ArgvRefused("the agent refused the argv@devsy request") from None
         raise
 

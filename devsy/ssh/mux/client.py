@@ -6,7 +6,7 @@ stdin/stdout/stderr and waits for the exit status. The master does the SSH work.
 unreadable one; for exec, a workspace without an agent in the guest) is left to the full path (ssh/command.py, the
 driver's exec), which owns those errors: the caller falls back when `run` returns None.
 
-Cancellation: SIGINT/SIGTERM/SIGHUP become a `cancel` message; the master has the agent kill the command's process
+Cancellation: SIGINT/SIGTERM/SIGHUP (those not inherited as ignored: `nohup`) become a `cancel` message; the master has the agent kill the command's process
 tree and answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees
 its control socket close and does the same.
 

@@ -40,7 +40,7 @@ DISABLE_ENV = "DEVSY_SSH_MUX"  # "0": every `devsy ssh` makes its own connection
 PERSIST_ENV = "DEVSY_SSH_PERSIST_S"  # seconds an idle master stays (default below)
 DEFAULT_PERSIST_S = 600.0
 MAX_PERSIST_S = 7 * 24 * 3600.0  # a week; far larger values overflow the master's poll timeout
-MAX_MESSAGE = 1024 * 1024  # a session request carries the environment; anything larger is a bug
+MAX_MESSAGE = 1024 * 1024  # a session request carries the caller's environment; a larger one takes the full path
 _HEADER = struct.Struct(">I")
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
