@@ -133,42 +133,33 @@ def open_channel(transport: Any, request: SessionRequest) -> Any:
     except Exception as exc:  # the connection is gone (or refuses channels): nothing was started
         raise SessionNotOpened(f"the agent's connection is gone: {exc or type(exc).__name__}",
                                hint="retry; `devsy ssh` starts a new connection") from exc
+    expired = None
     try:
         for name, value in env.items():
             channel.set_environment_variable(name, value)  # no answer is asked for: nothing to wait on
         if request.pty is not None:
             with _answer_deadline(channel) as expired:
-                try:
-                    channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
-                except Exception as exc:
-                    raise _refused(exc, expired) from exc
+                channel.get_pty(term=request.pty.term, width=request.pty.cols, height=request.pty.rows)
     except Exception as exc:
         channel.close()
-        raise exc if isinstance(exc, AgentError) else _refused(exc, None) from exc
+        raise _refused(exc, expired) from exc
     return channel
 
 
-def _wire_bytes(text: str) -> bytes:
-    # As bytes: paramiko encodes text as strict UTF-8, which refuses the surrogate escapes that non-UTF-8 bytes (from
-    # argv or the environment) arrive as; the agent decodes them back the same way (agent/guest/server.py).
-    return text.encode("utf-8", "surrogateescape")
-
-
 def _wire_env(env: dict[str, str]) -> dict[bytes, bytes]:
+    """The environment as the bytes it came from (os.fsencode, as for the command): paramiko encodes text as strict
+    UTF-8, which refuses the surrogate escapes non-UTF-8 bytes arrive as; the agent decodes them back the same way
+    (agent/guest/server.py)."""
     wire = {}
     for name, value in env.items():
         try:
-            wire[_wire_bytes(name)] = _wire_bytes(value)
+            wire[os.fsencode(name)] = os.fsencode(value)
         except UnicodeEncodeError:
-            # Only the name is said: the error's own text quotes part of the value, which may be a secret.
-            raise UsageError(f"the value of environment variable {_shown_name(name)} is not text that can be sent "
-                             "to the workspace (it contains a lone surrogate code point)",
+            # Only the name is said (repr escapes what cannot be printed): the error's own text quotes the value.
+            raise UsageError(f"the value of environment variable {name!r} is not text that can be sent to the "
+                             "workspace (it contains a lone surrogate code point)",
                              hint="set it to UTF-8 text (in --env, remoteEnv or the calling environment)") from None
     return wire
-
-
-def _shown_name(name: str) -> str:
-    return repr(name.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
 
 
 def start_command(channel: Any, request: SessionRequest) -> None:
@@ -180,7 +171,7 @@ def start_command(channel: Any, request: SessionRequest) -> None:
             elif request.command is None:
                 channel.invoke_shell()
             else:
-                channel.exec_command(_wire_bytes(request.command))
+                channel.exec_command(os.fsencode(request.command))  # bytes: see _wire_env
         except ArgvRefused:
             channel.close()
             raise  # an agent older than this devsy: nothing ran, the caller may run the command another way
@@ -219,7 +210,7 @@ def _answer_deadline(channel: Any) -> Iterator[threading.Event]:
         raise _refused(TimeoutError(), expired)
 
 
-def _refused(exc: Exception, expired: threading.Event | None) -> AgentError:
+def _refused(exc: Exception, expired: threading.Event | None = None) -> AgentError:
     if expired is not None and expired.is_set():
         return AgentError(f"the agent did not answer the session's request within {HANDSHAKE_TIMEOUT_S:g}s",
                           hint="the workspace may be overloaded or its agent stuck; retry, and if it persists set "

@@ -6,9 +6,9 @@ stdin/stdout/stderr and waits for the exit status. The master does the SSH work.
 unreadable one; for exec, a workspace without an agent in the guest) is left to the full path (ssh/command.py, the
 driver's exec), which owns those errors: the caller falls back when `run` returns None.
 
-Cancellation: SIGINT/SIGTERM/SIGHUP (those not inherited as ignored: `nohup`) become a `cancel` message; the master has the agent kill the command's process
-tree and answers once that is done (bounded here by CANCEL_WAIT_S). If this process dies instead, the master sees
-its control socket close and does the same.
+Cancellation: SIGINT/SIGTERM/SIGHUP (those not inherited as ignored: `nohup`) become a `cancel` message; the master
+has the agent kill the command's process tree and answers once that is done (bounded here by CANCEL_WAIT_S). If
+this process dies instead, the master sees its control socket close and does the same.
 
 Every wait on the master is bounded. Connecting and sending the request: CONNECT_TIMEOUT_S. Then the liveness rule
 (mux/liveness.py): whenever the master has been silent for a few seconds, it is pinged, and it must answer within
@@ -25,6 +25,7 @@ process's stdout/stderr and would keep its caller's pipe open forever:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -94,7 +95,7 @@ def connect(home: Path, record: dict) -> tuple[socket.socket, int] | None:
         raise
 
 
-# What the session message adds to Session.message() when it is sent (pty size, stdin flag): well under this.
+# What the session message adds to Session.message when it is sent (pty size, stdin flag): well under this.
 _MESSAGE_HEADROOM = 4096
 
 
@@ -110,6 +111,7 @@ class Session:
     env: dict[str, str] = field(default_factory=dict)
     tty: bool = False
 
+    @functools.cached_property  # read twice (its size, then sent): built once
     def message(self) -> dict:
         return {"op": "session", "command": self.command, "argv": self.argv, "workdir": self.workdir,
                 "user": self.user, "env": self.env, "local_env": dict(os.environ)}
@@ -120,7 +122,7 @@ def run(home: Path, workspace_id: str, session: Session) -> int | None:
     record = record_of(home, workspace_id)
     if record is None or not _usable(1) or not _usable(2):
         return None  # the full path has the errors for these
-    if len(json.dumps(session.message())) > MAX_MESSAGE - _MESSAGE_HEADROOM:
+    if len(json.dumps(session.message)) > MAX_MESSAGE - _MESSAGE_HEADROOM:
         return None  # a huge environment or argv: more than the master reads in one message; the full path takes it
     stdin_fd = _stdin_fd()
     interactive = session.argv is None and terminal.session_terminal(stdin_fd, session.command, session.tty,
@@ -186,7 +188,7 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, session: Ses
             null = os.open(os.devnull, os.O_RDONLY)
             stack.callback(os.close, null)
         try:
-            stream.send({**session.message(), "pty": pty, "stdin": stdin_fd is not None},
+            stream.send({**session.message, "pty": pty, "stdin": stdin_fd is not None},
                         fds=[stdin_fd if stdin_fd is not None else null, 1, 2])  # type: ignore[list-item]
         except TimeoutError:  # it does not read its clients: it must not read this request later, either
             master.kill(f"did not take the session request within {CONNECT_TIMEOUT_S:g}s")
