@@ -159,6 +159,21 @@ def test_nohup_devsy_exec_outlives_its_terminal(devsy: DevsyCli, running_workspa
     assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
 
 
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+@pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
+def test_output_whose_reader_is_gone_ends_like_a_pipeline(devsy: DevsyCli, running_workspace: str, mux_env,
+                                                          stream: str) -> None:
+    """`devsy exec WS yes | head -1` exits 141 (128 + SIGPIPE) on either path, as `yes | head -1` does; the driver
+    path once said 130, a Ctrl-C's status. The command ends too: the pipeline returns."""
+    redirect = "" if stream == "stdout" else ">&2"
+    piped = "" if stream == "stdout" else "2>&1 >/dev/null"
+    result = subprocess.run(["bash", "-c", f"{' '.join(DEVSY)} exec {running_workspace} -- sh -c 'yes {redirect}' "
+                                           f"{piped} | head -1; echo \"status ${{PIPESTATUS[0]}}\""],
+                            capture_output=True, timeout=60, env=cli_env(devsy, **mux_env))
+    assert result.stdout == b"y\nstatus 141\n", result
+    assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
+
+
 def test_an_environment_too_large_for_the_master_takes_the_driver_exec(devsy: DevsyCli,
                                                                        running_workspace: str) -> None:
     """The master reads at most 1 MiB per message, and a session message carries the caller's environment (for

@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from devsy.cli.outcome import emit_error, emit_success, workspace_json
 from devsy.agent.note import read_note
@@ -18,6 +18,7 @@ from devsy import termination
 from devsy.errors import Cancelled, DevsyError, UsageError
 from devsy.exit_status import shell_status
 from devsy.progress import Progress
+from devsy.reader_gone import READER_GONE_EXIT, WatchedOutput
 from devsy.redaction import RedactingWriter, configured_secrets, redact_error
 from devsy.workspace.paths import devsy_home, ssh_config_path, workspace_paths
 
@@ -154,9 +155,13 @@ def exec_with_driver(args: argparse.Namespace) -> int:
     # The guest's bytes go through unaltered: redaction is for what devsy itself prints, never for session output
     # (masking an --env value would corrupt any output that happens to contain it, `true` or a binary alike).
     def run(cancel: CancelToken) -> int:
-        request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
-                              user=args.user, workdir=args.workdir, env=dict(args.env), cancel=cancel)
-        return shell_status(operations.exec_command(devsy_home(), args.workspace, request))
+        stdout, stderr = WatchedOutput(sys.stdout.buffer), WatchedOutput(sys.stderr.buffer)
+        request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=cast(BinaryIO, stdout),
+                              stderr=cast(BinaryIO, stderr), user=args.user, workdir=args.workdir, env=dict(args.env),
+                              cancel=cancel)
+        result = operations.exec_command(devsy_home(), args.workspace, request)
+        # The driver ended the command as cancelled when its output had no reader: a shell's 141, not a Ctrl-C's 130.
+        return READER_GONE_EXIT if stdout.reader_gone or stderr.reader_gone else shell_status(result)
 
     return cancellable(run)
 
