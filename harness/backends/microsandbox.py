@@ -109,12 +109,14 @@ class MicrosandboxInspector:
         return Sandbox(str(data.get("name", name)), str(data.get("status", "")), str(data.get("created_at", "")),
                        labels)
 
-    def _sandboxes(self, *label_filter: str) -> list[Sandbox]:
+    def _names(self, *label_filter: str) -> list[str]:
+        """The devsy sandboxes `msb ls` lists with every label of `label_filter` (msb filters by label itself)."""
         args = [arg for label in label_filter for arg in ("--label", label)]
-        listed = self._json("ls", *args)
-        names = [str(entry.get("name", "")) for entry in listed]
-        names = [name for name in names if name.startswith(SANDBOX_PREFIX)]
-        return [sandbox for name in sorted(names) if (sandbox := self._inspect(name)) is not None]
+        names = [str(entry.get("name", "")) for entry in self._json("ls", *args)]
+        return sorted(name for name in names if name.startswith(SANDBOX_PREFIX))
+
+    def _sandboxes(self, *label_filter: str) -> list[Sandbox]:
+        return [sandbox for name in self._names(*label_filter) if (sandbox := self._inspect(name)) is not None]
 
     def _volume_names(self) -> list[str]:
         return sorted(str(entry.get("name", "")) for entry in self._json("volume", "ls"))
@@ -139,11 +141,11 @@ class MicrosandboxInspector:
 
     def exec(self, workspace_id: str, argv: list[str]) -> BackendExec:
         """`msb exec` in the workspace's one sandbox, without --user: the runtime's default execution identity."""
-        sandboxes = self._sandboxes(f"{LABEL_WORKSPACE}={workspace_id}")
-        if len(sandboxes) != 1:
-            raise MsbFailed(f"expected one sandbox labelled {LABEL_WORKSPACE}={workspace_id}, msb has "
-                            f"{[s.name for s in sandboxes]}")
-        completed = self._run("exec", sandboxes[0].name, "--stream", "--", *argv)
+        # Names only: an exec needs no labels or status, and each msb command is a process (a stand-in's costs ~0.1 s).
+        names = self._names(f"{LABEL_WORKSPACE}={workspace_id}")
+        if len(names) != 1:
+            raise MsbFailed(f"expected one sandbox labelled {LABEL_WORKSPACE}={workspace_id}, msb has {names}")
+        completed = self._run("exec", names[0], "--stream", "--", *argv)
         return BackendExec(completed.exit_code, completed.stdout.decode("utf-8", "replace"),
                            completed.stderr.decode("utf-8", "replace"))
 
