@@ -5,7 +5,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash ci/bootstrap.sh
 # -n 2: these machines have two cores. -p no:cacheprovider: a clean clone stays clean.
 # DEVSY_REQUIRE_ENGINE=1: the engine bootstrap started must answer; a docker test fails rather than skips without it.
-DEVSY_REQUIRE_ENGINE=1 .venv/bin/python -m pytest tests -n 2 -p no:cacheprovider -q "$@"
+# --durations: the slowest tests, in the log, for whoever keeps this job inside its time budget.
+DEVSY_REQUIRE_ENGINE=1 .venv/bin/python -m pytest tests -n 2 -p no:cacheprovider -q --durations=15 "$@"
 # The catalogue, gated: every case of the required providers must pass, and the report must cover the manifest.
 # Both Docker providers are required (the built-in driver and devsy-provider-docker behind the protocol); the
 # MicroSandbox providers run what this host can run (cases that need no booted VM) and are gated on KVM runners
