@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import docker.types
+from typing import TYPE_CHECKING, Any
 
 from devsy.driver.base import (
     LABEL_MANAGED,
@@ -21,6 +19,9 @@ from devsy.driver.base import (
 from devsy.driver.docker.options import DockerOptions
 from devsy.driver.gpu import GpuPlan, plan_gpu
 from devsy.driver.host_minimums import HostCapacity
+
+if TYPE_CHECKING:  # the SDK is imported when a container is created, not by a command that only looks (engine.py)
+    import docker.types
 
 # The engine's runtimes that give containers GPUs (what the devcontainers CLI looks for in `docker info`).
 GPU_RUNTIMES = ("nvidia",)
@@ -47,6 +48,8 @@ def engine_has_gpu(info: Mapping[str, Any]) -> bool:
 
 def gpu_device_requests() -> list[docker.types.DeviceRequest]:
     """Every GPU of the engine, as `docker run --gpus all` asks for them (the devcontainers CLI's choice)."""
+    import docker.types  # noqa: PLC0415 - see TYPE_CHECKING above
+
     return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
 
 
@@ -119,6 +122,8 @@ def _security_kwargs(options: RunOptions, gpu: GpuPlan) -> dict[str, Any]:
 
 
 def _docker_mount(mount: Mount) -> docker.types.Mount:
+    import docker.types  # noqa: PLC0415 - see TYPE_CHECKING above
+
     return docker.types.Mount(
         target=mount.target,
         source=mount.source,
@@ -127,12 +132,12 @@ def _docker_mount(mount: Mount) -> docker.types.Mount:
     )
 
 
-def details(container: Any) -> ContainerDetails:
-    attrs = container.attrs
+def details(attrs: Mapping[str, Any]) -> ContainerDetails:
+    """ContainerDetails from a container's inspect (`docker inspect`, an SDK container's attrs)."""
     state = attrs.get("State", {})
     config = attrs.get("Config", {}) or {}
     return ContainerDetails(
-        id=container.id,
+        id=attrs["Id"],
         created_at=attrs.get("Created", ""),
         status=InstanceStatus.RUNNING if state.get("Running") else InstanceStatus.STOPPED,
         labels=dict(config.get("Labels") or {}),

@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-
-import docker
+from typing import TYPE_CHECKING
 
 from devsy import process_tree
 from devsy.bounded_wait import WaitTimeout, poll_until
 from devsy.driver.docker.engine import engine_errors
 from devsy.errors import DriverError
+
+if TYPE_CHECKING:  # the SDK, imported by whoever made the client (engine.py)
+    import docker
 
 # How long an exec the engine was told to start may take to report its process (it runs at once in practice).
 _START_WAIT_S = 10.0

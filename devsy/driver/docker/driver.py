@@ -7,10 +7,7 @@ import io
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO
-
-import docker
-import docker.errors
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from devsy.arch import normalize_arch
 from devsy.bounded_wait import WaitTimeout, wait_until
@@ -26,6 +23,7 @@ from devsy.driver.base import (
 )
 from devsy.driver.docker import container_spec, direct_exec, exec_tree
 from devsy.driver.docker.engine import connect, engine_errors
+from devsy.driver.docker.engine_reader import EngineReader, local_socket
 from devsy.driver.docker.exec_signal import SignalTrailer, signal_name
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
 from devsy.driver.docker.options import DockerOptions
@@ -35,6 +33,9 @@ from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.stdin_pump import StdinPump
 from devsy.errors import AlreadyExists, DriverError, ImageError, NotFound
 from devsy.runtime.wire.errors import PreconditionFailed
+
+if TYPE_CHECKING:  # the SDK is imported by the first call that needs it (engine.py), not by a command that only looks
+    import docker
 
 # How long a cancelled command's output may keep flowing after its tree was killed before we cut the connection.
 _CANCEL_DRAIN_S = 5.0
@@ -49,6 +50,23 @@ class DockerDriver:
     def __init__(self, options: DockerOptions | None = None, client: docker.DockerClient | None = None) -> None:
         self.options = options or DockerOptions()
         self._client = client
+        # Finding a container needs no SDK on a local engine (engine_reader.py); a given client is used for all.
+        path = local_socket() if client is None else None
+        self._reader = EngineReader(path) if path else None
+
+    def open_backend(self) -> None:
+        """Reach the engine now (BackendUnavailable before any state is touched); without the SDK where it can."""
+        if self._reader is not None:
+            self._reader.ping("connecting to the Docker engine")
+        else:
+            self.client  # noqa: B018
+
+    def engine_version(self) -> str:
+        """The engine's version as `docker version` says it; without the SDK where it can."""
+        if self._reader is not None:
+            return str(self._reader.version("reading the Docker engine's version").get("Version", ""))
+        with engine_errors("reading the Docker engine's version"):
+            return str(self.client.version().get("Version", ""))
 
     @property
     def client(self) -> docker.DockerClient:
@@ -62,27 +80,29 @@ class DockerDriver:
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def find(self, workspace_id: str) -> ContainerDetails | None:
-        container = self._find_container(workspace_id)
-        return container_spec.details(container) if container is not None else None
+        attrs = self._inspect_workspace(workspace_id)
+        return container_spec.details(attrs) if attrs is not None else None
+
+    def _inspect_workspace(self, workspace_id: str) -> dict[str, Any] | None:
+        """The inspect of the workspace's container, None without one: read without the SDK where it can be."""
+        if self._reader is None:
+            container = self._find_container(workspace_id)
+            return container.attrs if container is not None else None
+        action = f"finding the container of workspace {workspace_id}"
+        found = self._reader.containers(_workspace_labels(workspace_id), action)
+        _at_most_one(workspace_id, len(found))
+        return self._reader.inspect(found[0]["Id"], action) if found else None
 
     def _find_container(self, workspace_id: str) -> Any | None:
         with engine_errors(f"finding the container of workspace {workspace_id}"):
-            found = self.client.containers.list(
-                all=True, filters={"label": [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={workspace_id}"]}
-            )
-        if len(found) > 1:
-            raise DriverError(
-                f"workspace {workspace_id} has {len(found)} containers",
-                hint=f"remove the extra ones (docker ps -a --filter label={LABEL_WORKSPACE}={workspace_id}) "
-                f"or run `devsy delete {workspace_id}`",
-            )
+            found = self.client.containers.list(all=True, filters={"label": _workspace_labels(workspace_id)})
+        _at_most_one(workspace_id, len(found))
         return found[0] if found else None
 
     def _require(self, workspace_id: str) -> Any:
         container = self._find_container(workspace_id)
         if container is None:
-            raise NotFound(f"workspace {workspace_id} has no container",
-                           hint=f"run `devsy up` to create it, or `devsy delete {workspace_id}` to forget it")
+            raise _no_container(workspace_id)
         return container
 
     def run(self, workspace_id: str, options: RunOptions) -> ContainerDetails:
@@ -120,7 +140,7 @@ class DockerDriver:
                 with contextlib.suppress(Exception):
                     volume.remove(force=True)
             raise
-        return container_spec.details(container)
+        return container_spec.details(container.attrs)
 
     def _engine_info(self) -> dict[str, Any]:
         with engine_errors("reading the Docker engine's runtimes (for hostRequirements.gpu)"):
@@ -137,6 +157,8 @@ class DockerDriver:
         require_minimums(req, container_spec.engine_capacity(info))
 
     def _require_image(self, image: str) -> None:
+        import docker.errors  # noqa: PLC0415 - not at module level (see TYPE_CHECKING above)
+
         with engine_errors(f"looking up image {image}"):
             try:
                 self.client.images.get(image)
@@ -153,6 +175,8 @@ class DockerDriver:
             ) from exc
 
     def _ensure_volumes(self, workspace_id: str, options: RunOptions) -> list[Any]:
+        import docker.errors  # noqa: PLC0415 - not at module level (see TYPE_CHECKING above)
+
         created = []
         for mount in options.mounts:
             if mount.type is not MountType.VOLUME or not mount.source:
@@ -177,6 +201,8 @@ class DockerDriver:
 
     def delete(self, workspace_id: str) -> None:
         """Remove the container and the volumes devsy created for this workspace; a missing one is not an error."""
+        import docker.errors  # noqa: PLC0415 - not at module level (see TYPE_CHECKING above)
+
         container = self._find_container(workspace_id)
         if container is not None:
             self._remove_container(container)
@@ -188,13 +214,17 @@ class DockerDriver:
                     volume.remove(force=True)
 
     def _remove_container(self, container: Any) -> None:
+        import docker.errors  # noqa: PLC0415 - not at module level (see TYPE_CHECKING above)
+
         with engine_errors("removing a container"):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True, v=True)
 
     def reuse_preflight(self, workspace_id: str, remote_user: str, mount_policy: MountPolicy | None) -> None:
-        container = self._require(workspace_id)
-        check_reuse(workspace_id, container_spec.details(container).labels, Ownership(remote_user, mount_policy))
+        attrs = self._inspect_workspace(workspace_id)
+        if attrs is None:
+            raise _no_container(workspace_id)
+        check_reuse(workspace_id, container_spec.details(attrs).labels, Ownership(remote_user, mount_policy))
 
     # -- commands ------------------------------------------------------------------------------------------------
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:
@@ -301,6 +331,24 @@ class DockerDriver:
         with engine_errors("reading the engine's architecture"):
             arch = self.client.info().get("Architecture", "")
         return normalize_arch(arch)
+
+
+def _workspace_labels(workspace_id: str) -> list[str]:
+    return [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={workspace_id}"]
+
+
+def _at_most_one(workspace_id: str, count: int) -> None:
+    if count > 1:
+        raise DriverError(
+            f"workspace {workspace_id} has {count} containers",
+            hint=f"remove the extra ones (docker ps -a --filter label={LABEL_WORKSPACE}={workspace_id}) "
+            f"or run `devsy delete {workspace_id}`",
+        )
+
+
+def _no_container(workspace_id: str) -> NotFound:
+    return NotFound(f"workspace {workspace_id} has no container",
+                    hint=f"run `devsy up` to create it, or `devsy delete {workspace_id}` to forget it")
 
 
 # What the exec guard calls, in a fresh interpreter, when the process running a command died before its end.

@@ -1,18 +1,24 @@
-"""Connecting to the Docker engine and turning SDK failures into devsy's typed errors."""
+"""Connecting to the Docker engine and turning SDK failures into devsy's typed errors.
+
+The SDK is imported when a client is made or an engine call fails, not with this module: a command that only looks
+at the engine reads it without the SDK (engine_reader.py), and its ~85 ms import would be most of such a command.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
-
-import docker
-import docker.errors
-import requests.exceptions
+from typing import TYPE_CHECKING
 
 from devsy.driver.base import Mount
 from devsy.errors import BackendUnavailable, ConfigError, DriverError, ImageError, NotFound
+
+if TYPE_CHECKING:
+    import docker
+    import docker.errors
 
 # Engine calls that are not streams must answer within this many seconds.
 API_TIMEOUT_S = 120
@@ -32,13 +38,15 @@ def engine_address() -> str:
 
 def connect() -> docker.DockerClient:
     """A client for the engine named by DOCKER_HOST (or the default socket); BackendUnavailable if none answers."""
+    import docker  # noqa: PLC0415 - see the module docstring
+
     try:
         return docker.from_env(timeout=API_TIMEOUT_S)
     except docker.errors.DockerException as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
-def _unavailable(exc: Exception, action: str = "") -> BackendUnavailable:
+def unavailable(exc: Exception, action: str = "") -> BackendUnavailable:
     return BackendUnavailable(
         f"{action + ': ' if action else ''}cannot reach the Docker engine at {engine_address()}: {_first_line(exc)}",
         hint="start the Docker daemon (for example `dockerd` or `systemctl start docker`) or point DOCKER_HOST "
@@ -57,17 +65,30 @@ def engine_errors(action: str, mounts: Sequence[Mount] = ()) -> Iterator[None]:
     `mounts`: the mounts of a container being created, so an engine message about one names it by its target."""
     try:
         yield
-    except docker.errors.ImageNotFound as exc:
-        raise ImageError(f"{action}: image not found: {_explanation(exc)}") from exc
-    except docker.errors.NotFound as exc:
-        raise NotFound(f"{action}: {_explanation(exc)}") from exc
-    except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
-        if isinstance(exc, docker.errors.APIError):
-            missing = _missing_bind_source(exc, mounts)
-            if missing is not None:
-                raise missing from exc
-            raise DriverError(f"{action}: {_explanation(exc)}") from exc
-        raise _unavailable(exc, action) from exc
+    except Exception as exc:
+        mapped = _typed_error(exc, action, mounts)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def _typed_error(exc: Exception, action: str, mounts: Sequence[Mount]) -> Exception | None:
+    """The typed error for an SDK exception; None for any other exception (it propagates as it is)."""
+    if "docker.errors" not in sys.modules:
+        return None  # no SDK call was made, so it raised nothing of its own (and we need not import it to tell)
+    import docker.errors  # noqa: PLC0415 - loaded already
+    import requests.exceptions  # noqa: PLC0415
+
+    if isinstance(exc, docker.errors.ImageNotFound):
+        return ImageError(f"{action}: image not found: {_explanation(exc)}")
+    if isinstance(exc, docker.errors.NotFound):
+        return NotFound(f"{action}: {_explanation(exc)}")
+    if isinstance(exc, docker.errors.APIError):
+        missing = _missing_bind_source(exc, mounts)
+        return missing if missing is not None else DriverError(f"{action}: {_explanation(exc)}")
+    if isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
+        return unavailable(exc, action)
+    return None
 
 
 def _missing_bind_source(exc: docker.errors.APIError, mounts: Sequence[Mount]) -> ConfigError | None:

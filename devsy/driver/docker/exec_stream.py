@@ -13,10 +13,10 @@ import io
 import socket
 import struct
 import threading
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-import docker
-
+if TYPE_CHECKING:  # the SDK, imported by whoever made the client (engine.py)
+    import docker
 
 _HEADER = struct.Struct(">BxxxL")
 _STDOUT, _STDERR = 1, 2

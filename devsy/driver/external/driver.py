@@ -35,6 +35,10 @@ class ExternalDriver:
         self._description: ProviderDescription | None = None
 
     # -- connection ------------------------------------------------------------------------------------------------
+    def open_backend(self) -> None:
+        """Launch the provider and take its Info now (a failure raises before any state is touched)."""
+        self.client  # noqa: B018
+
     @property
     def client(self) -> RuntimeClient:
         with self._lock:

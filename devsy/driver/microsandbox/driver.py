@@ -51,6 +51,10 @@ class MicrosandboxDriver:
         self.options = options or MicrosandboxOptions()
         self._client = client
 
+    def open_backend(self) -> None:
+        """Find msb and check its version now (a failure raises before any state is touched)."""
+        self.client  # noqa: B018
+
     @property
     def client(self) -> MsbClient:
         """The msb client; finding msb and checking its version happen here (BackendUnavailable on failure)."""

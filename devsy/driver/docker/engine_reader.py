@@ -1,0 +1,111 @@
+"""Looking at a local engine without the Docker SDK: a workspace's container found and inspected.
+
+`devsy status`, a reused `devsy up` and the lookups before any change only list and inspect one container. The SDK
+(docker, requests, urllib3) takes ~85 ms to import, about as long as everything else such a command does
+(ci/bench_docker.py), so these two GETs go over the engine's unix socket with the standard library's http.client.
+The answers are the engine's own JSON, the same the SDK hands back as a container's `attrs`.
+
+Only a local unix socket is read this way; an engine reached otherwise (DOCKER_HOST tcp:// or ssh://, TLS settings)
+and everything that changes something go through the SDK (engine.py).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+from typing import Any
+from urllib.parse import quote
+
+from devsy.driver.docker.engine import API_TIMEOUT_S, engine_address, engine_message, unavailable
+from devsy.errors import DriverError
+
+_UNIX = "unix://"
+# The variables that make the SDK talk TLS; with them set, leave the engine to the SDK.
+_TLS_VARIABLES = ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
+
+
+def local_socket() -> str | None:
+    """The path of the engine's unix socket as DOCKER_HOST names it (the default socket without it); None when the
+    engine is not reached through a plain unix socket."""
+    address = engine_address()
+    if not address.startswith(_UNIX) or any(os.environ.get(name) for name in _TLS_VARIABLES):
+        return None
+    return address[len(_UNIX):] or None
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class EngineReader:
+    """GETs against the engine at `path` (a unix socket), one connection each; errors are devsy's typed errors."""
+
+    def __init__(self, path: str, timeout: float = API_TIMEOUT_S) -> None:
+        self._path, self._timeout = path, timeout
+
+    def ping(self, action: str) -> None:
+        """The engine answers (BackendUnavailable otherwise)."""
+        self._get("/_ping", action, raw=True)
+
+    def version(self, action: str) -> dict[str, Any]:
+        """The engine's `docker version` (Version, ApiVersion, Os, Arch, ...)."""
+        answer = self._get("/version", action)
+        return answer if isinstance(answer, dict) else {}
+
+    def containers(self, labels: list[str], action: str) -> list[dict[str, Any]]:
+        """Every container (running or not) carrying all of `labels` ("key=value"), as the engine lists them."""
+        filters = quote(json.dumps({"label": labels}, separators=(",", ":")))
+        found = self._get(f"/containers/json?all=1&filters={filters}", action)
+        return found if isinstance(found, list) else []
+
+    def inspect(self, container_id: str, action: str) -> dict[str, Any] | None:
+        """The container's inspect; None when it is gone (removed since it was listed)."""
+        return self._get(f"/containers/{quote(container_id, safe='')}/json", action, missing_ok=True)
+
+    def _get(self, path: str, action: str, missing_ok: bool = False, raw: bool = False) -> Any:
+        connection = _UnixConnection(self._path, self._timeout)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            body = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise unavailable(exc, action) from exc
+        finally:
+            connection.close()
+        if response.status == 404 and missing_ok:
+            return None
+        if response.status != 200:
+            raise DriverError(f"{action}: {engine_message(_message(body) or response.reason)}")
+        if raw:
+            return body
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise DriverError(f"{action}: the engine's answer is not JSON ({exc})",
+                              hint="check that DOCKER_HOST names a Docker engine") from exc
+
+
+def _message(body: bytes) -> str:
+    """The engine's error message (its JSON `message`), else the body's first line."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("message"), str):
+        return answer["message"]
+    text = body.decode("utf-8", "replace").strip()
+    return text.splitlines()[0] if text else ""
