@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-import docker.errors
-
 from devsy.devcontainer.config import DevContainerConfig
 from devsy.devcontainer.features.model import FEATURE_LIFECYCLE, ResolvedFeature
 from devsy.devcontainer.lifecycle_commands import LifecycleCommand
@@ -64,6 +62,8 @@ def _union(items: list[str]) -> list[str]:
 
 def _image_command(ref: str) -> list[str]:
     """The image's own ENTRYPOINT + CMD (what runs when devsy does not override the command)."""
+    import docker.errors  # noqa: PLC0415 - the SDK is not imported with this module: a reused `up` needs none
+
     client = connect()
     try:
         with engine_errors(f"looking up image {ref}"):
@@ -82,8 +82,6 @@ def with_recorded_features(config: DevContainerConfig, recorded: Mapping[str, st
     -> digest, kept by the up that built it; no build, and fetched Features come from the cache without a registry
     request).
     A Feature added to devcontainer.json since then is not installed in the instance, so its hooks do not run: said once."""
-    from devsy.devcontainer.image_prepare import config_features  # it builds images: only needed here
-
     built = [feature for feature in config.features if feature.source.key in recorded]
     added = sorted(feature.source.shown for feature in config.features if feature.source.key not in recorded)
     if progress is not None and added:
@@ -91,6 +89,8 @@ def with_recorded_features(config: DevContainerConfig, recorded: Mapping[str, st
                       f"({', '.join(added)}): run `devsy up --recreate` to install them")
     if not built:
         return config
+    from devsy.devcontainer.image_prepare import config_features  # noqa: PLC0415 - it builds images (and the SDK)
+
     return with_feature_hooks(config, config_features(dataclasses.replace(config, features=built), recorded=recorded))
 
 
