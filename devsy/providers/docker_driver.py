@@ -1,6 +1,8 @@
 """The Docker driver as devsy-provider-docker serves it: the built-in DockerDriver plus the Preflight hook.
 
-Its own module because importing it imports the docker SDK: docker.py loads it only after the handshake line.
+Its own module because importing it imports devsy's Docker driver: docker.py loads it only after the handshake line.
+The SDK itself waits for the first call that changes something (devsy/driver/docker/engine.py): Info, Preflight
+and Find read a local engine without it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ class DockerProviderDriver(DockerDriver):
 
     def preflight(self, disable_auto_start: bool = False) -> None:
         try:
-            self.client.ping()
+            self.open_backend()
         except DevsyError:
             raise
         except Exception as exc:  # noqa: BLE001 - the SDK's transport errors, named in the message
@@ -24,6 +26,6 @@ class DockerProviderDriver(DockerDriver):
 
 def engine_version(driver: DockerDriver) -> str:
     try:
-        return str(driver.client.version().get("Version", ""))
+        return driver.engine_version()
     except Exception:  # noqa: BLE001 - informational only; Preflight reports an unreachable engine properly
         return ""
