@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,7 +19,12 @@ from devsy.driver.docker.engine_reader import EngineReader, local_socket
 from devsy.errors import BackendUnavailable, DriverError
 from helpers.cli import HOST_NET
 
-ENGINE_SOCKET = engine_address().removeprefix("unix://")
+def _engine_socket() -> str:
+    """The engine's socket, read as the driver reads it; these tests compare the two paths, so the engine must be
+    the reader's kind (a unix socket), not skipped into a pass."""
+    path = local_socket()
+    assert path is not None, f"DOCKER_HOST={engine_address()} is not a unix socket: the reader is not used here"
+    return path
 
 
 @pytest.mark.parametrize(("environ", "expected"), [
@@ -27,6 +34,10 @@ ENGINE_SOCKET = engine_address().removeprefix("unix://")
     ({"DOCKER_HOST": "ssh://me@host"}, None),
     ({"DOCKER_HOST": "unix:///var/run/docker.sock", "DOCKER_TLS_VERIFY": "1"}, None),
     ({"DOCKER_HOST": "unix://"}, None),
+    ({"DOCKER_HOST": "unix:///var/run/docker.sock", "DOCKER_CERT_PATH": "/certs"}, None),
+    # As the SDK reads them: blanks around the address dropped, a relative path taken from /.
+    ({"DOCKER_HOST": " unix:///var/run/docker.sock \n"}, "/var/run/docker.sock"),
+    ({"DOCKER_HOST": "unix://var/run/docker.sock"}, "/var/run/docker.sock"),
 ])
 def test_only_a_plain_unix_socket_is_read_without_the_sdk(monkeypatch, environ, expected):
     for name in ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
@@ -39,19 +50,36 @@ def test_only_a_plain_unix_socket_is_read_without_the_sdk(monkeypatch, environ, 
 def test_the_reader_sees_what_the_sdk_sees(devsy, ws_id, guest_image, docker_client):
     devsy.up(guest_image, "--id", ws_id, *HOST_NET)
     labels = [f"{LABEL_MANAGED}=true", f"{LABEL_WORKSPACE}={ws_id}"]
-    reader = EngineReader(ENGINE_SOCKET)
+    reader = EngineReader(_engine_socket())
     [listed] = reader.containers(labels, "listing")
     [container] = docker_client.containers.list(all=True, filters={"label": labels})
     assert listed["Id"] == container.id
     container.reload()
     assert reader.inspect(listed["Id"], "inspecting") == container.attrs
     # The driver's own view is the same through either path.
+    assert DockerDriver()._reader is not None  # noqa: SLF001 - the comparison below is reader against SDK
     assert DockerDriver().find(ws_id) == DockerDriver(client=docker_client).find(ws_id)
     assert reader.containers([f"{LABEL_WORKSPACE}=no-such-{ws_id}"], "listing") == []
 
 
 def test_a_container_gone_since_it_was_listed_is_none(docker_client):
-    assert EngineReader(ENGINE_SOCKET).inspect("0" * 64, "inspecting") is None
+    assert EngineReader(_engine_socket()).inspect("0" * 64, "inspecting") is None
+
+
+def test_two_containers_of_one_workspace_are_an_error_on_the_reader_path(ws_id, guest_image, docker_client):
+    labels = {LABEL_MANAGED: "true", LABEL_WORKSPACE: ws_id}
+    created = []
+    try:
+        for _ in range(2):
+            created.append(docker_client.containers.create(guest_image, ["true"], labels=labels))
+        driver = DockerDriver()
+        assert driver._reader is not None  # noqa: SLF001
+        with pytest.raises(DriverError) as raised:
+            driver.find(ws_id)
+        assert "has 2 containers" in raised.value.message and "devsy delete" in raised.value.hint
+    finally:
+        for container in created:
+            container.remove(force=True)
 
 
 def test_no_engine_is_backend_unavailable(tmp_path):
@@ -78,18 +106,25 @@ class _OneAnswerServer:
             except OSError:
                 return
             with conn:
-                conn.recv(65536)
+                if not conn.recv(65536):
+                    return  # close()'s wake-up connection
                 if self._answer:
                     conn.sendall(self._answer)
 
     def close(self) -> None:
+        # accept() is not woken by closing the listener: a connection that sends nothing ends the loop.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake:
+            wake.connect(self.path)
+        self._thread.join(10)
         self._listener.close()
+        assert not self._thread.is_alive()
 
 
 @pytest.mark.parametrize(("answer", "error", "says"), [
     (b'HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n'
      b'{"message":"engine broken"}', DriverError, "listing: engine broken"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nnot json!", DriverError, "not JSON"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", DriverError, "not a JSON list"),
     (b"", BackendUnavailable, "cannot reach the Docker engine"),
 ])
 def test_an_engine_that_fails_is_a_typed_error(tmp_path, answer, error, says):
@@ -98,6 +133,17 @@ def test_an_engine_that_fails_is_a_typed_error(tmp_path, answer, error, says):
         with pytest.raises(error) as raised:
             EngineReader(server.path, timeout=10).containers(["a=b"], "listing")
         assert says in raised.value.message
+    finally:
+        server.close()
+
+
+def test_an_engine_that_refuses_the_ping_is_unavailable(tmp_path):
+    # A daemon shutting down, or a socket proxy denying us: the backend cannot be used, as the SDK's connect says.
+    server = _OneAnswerServer(tmp_path / "engine.sock", b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    try:
+        with pytest.raises(BackendUnavailable) as raised:
+            EngineReader(server.path, timeout=10).ping("connecting to the Docker engine")
+        assert "403" in raised.value.message and "dockerd" in raised.value.hint
     finally:
         server.close()
 
@@ -118,6 +164,23 @@ def test_commands_that_only_look_do_not_import_the_sdk(devsy, ws_id, guest_image
         modules = _imported_modules(result.stderr)
         assert "devsy.driver.docker.engine_reader" in modules  # the profile did cover the command
         assert not {"docker", "requests", "urllib3"} & modules
-    # A command that changes the instance does take the SDK.
+    # A command that changes the instance does take the SDK; the reader then sees the instance stopped.
     stopped = devsy.run("stop", ws_id, "--json", extra_env=profile)
     assert stopped.returncode == 0 and "docker" in _imported_modules(stopped.stderr)
+    assert devsy.run("status", ws_id, "--json").json["workspace"]["status"] == "stopped"
+
+
+def test_the_docker_provider_answers_info_preflight_and_find_without_the_sdk(devsy, ws_id, guest_image):
+    devsy.up(guest_image, "--id", ws_id, *HOST_NET)
+    probe = (
+        "import sys\n"
+        "from devsy.providers.docker_driver import DockerProviderDriver, engine_version\n"
+        "driver = DockerProviderDriver()\n"
+        "driver.preflight()\n"
+        "assert engine_version(driver), 'no engine version'\n"
+        f"assert driver.find({ws_id!r}).running\n"
+        "print(sorted(m for m in ('docker', 'requests', 'urllib3') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"[]\n"

@@ -204,6 +204,11 @@ class Driver(Protocol):
 
     name: str
 
+    def open_backend(self) -> None:
+        """Reach the backend now (start a provider, find msb, ping the engine) so that one that cannot be used fails
+        before any state is touched; make_driver calls it for the providers whose row says so."""
+        ...
+
     def capabilities(self) -> Capabilities: ...
 
     def find(self, workspace_id: str) -> ContainerDetails | None: ...

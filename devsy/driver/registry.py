@@ -23,7 +23,7 @@ def make_driver(name: str, options: Mapping[str, str], *, connect: bool = True) 
     driver = row.make(name, options, row.parse_options(options))
     if connect and row.connects_early:
         # Launch/contact the backend now (BackendUnavailable, a provider's Info, msb's version), before any state.
-        driver.open_backend()  # type: ignore[attr-defined]
+        driver.open_backend()
     return driver
 
 

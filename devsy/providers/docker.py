@@ -26,7 +26,8 @@ def provider_options(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def _load(options: DockerOptions):
-    """After the handshake line: the docker SDK, the driver and the engine's version for Info."""
+    """After the handshake line: the driver and the engine's version for Info (the SDK waits for a call that changes
+    something: devsy/driver/docker/engine_reader.py)."""
     from devsy.providers.docker_driver import DockerProviderDriver, engine_version
     from devsy.version import devsy_version
 

@@ -50,6 +50,7 @@ class DockerDriver:
     def __init__(self, options: DockerOptions | None = None, client: docker.DockerClient | None = None) -> None:
         self.options = options or DockerOptions()
         self._client = client
+        self._client_lock = threading.Lock()  # parallel hooks or gRPC workers may make the first SDK call together
         # Finding a container needs no SDK on a local engine (engine_reader.py); a given client is used for all.
         path = local_socket() if client is None else None
         self._reader = EngineReader(path) if path else None
@@ -58,8 +59,9 @@ class DockerDriver:
         """Reach the engine now (BackendUnavailable before any state is touched); without the SDK where it can."""
         if self._reader is not None:
             self._reader.ping("connecting to the Docker engine")
-        else:
-            self.client  # noqa: B018
+            return
+        with engine_errors("connecting to the Docker engine"):
+            self.client.ping()
 
     def engine_version(self) -> str:
         """The engine's version as `docker version` says it; without the SDK where it can."""
@@ -70,9 +72,10 @@ class DockerDriver:
 
     @property
     def client(self) -> docker.DockerClient:
-        if self._client is None:
-            self._client = connect()
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = connect()
+            return self._client
 
     def capabilities(self) -> Capabilities:
         return Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,

@@ -1,7 +1,7 @@
 """Connecting to the Docker engine and turning SDK failures into devsy's typed errors.
 
-The SDK is imported when a client is made or an engine call fails, not with this module: a command that only looks
-at the engine reads it without the SDK (engine_reader.py), and its ~85 ms import would be most of such a command.
+The SDK is imported when a client is made, not with this module: a command that only looks at the engine reads it
+without the SDK (engine_reader.py), and its ~85 ms import would be most of such a command.
 """
 
 from __future__ import annotations
@@ -46,9 +46,11 @@ def connect() -> docker.DockerClient:
         raise unavailable(exc) from exc
 
 
-def unavailable(exc: Exception, action: str = "") -> BackendUnavailable:
+def unavailable(cause: Exception | str, action: str = "") -> BackendUnavailable:
+    """The engine cannot be used: `cause` (an exception, or what the engine answered) says why."""
+    why = cause if isinstance(cause, str) else _first_line(cause)
     return BackendUnavailable(
-        f"{action + ': ' if action else ''}cannot reach the Docker engine at {engine_address()}: {_first_line(exc)}",
+        f"{action + ': ' if action else ''}cannot reach the Docker engine at {engine_address()}: {why}",
         hint="start the Docker daemon (for example `dockerd` or `systemctl start docker`) or point DOCKER_HOST "
         "at a running engine, then retry",
     )

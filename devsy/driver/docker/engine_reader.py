@@ -6,7 +6,10 @@
 The answers are the engine's own JSON, the same the SDK hands back as a container's `attrs`.
 
 Only a local unix socket is read this way; an engine reached otherwise (DOCKER_HOST tcp:// or ssh://, TLS settings)
-and everything that changes something go through the SDK (engine.py).
+and everything that changes something go through the SDK (engine.py). DOCKER_HOST is read as the SDK reads it
+(surrounding blanks dropped, a relative socket path taken from /), so both always reach the same engine.
+One difference is deliberate: a container removed between the list and its inspect is absent here, where the SDK's
+list raises NotFound.
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ _TLS_VARIABLES = ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 def local_socket() -> str | None:
     """The path of the engine's unix socket as DOCKER_HOST names it (the default socket without it); None when the
     engine is not reached through a plain unix socket."""
-    address = engine_address()
+    address = engine_address().strip()
     if not address.startswith(_UNIX) or any(os.environ.get(name) for name in _TLS_VARIABLES):
         return None
-    return address[len(_UNIX):] or None
+    path = address[len(_UNIX):]
+    if not path:
+        return None  # the SDK has its own reading of a bare "unix://": leave it to the SDK
+    return path if path.startswith("/") else "/" + path  # as the SDK's unix adapter does
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -58,23 +64,22 @@ class EngineReader:
         self._path, self._timeout = path, timeout
 
     def ping(self, action: str) -> None:
-        """The engine answers (BackendUnavailable otherwise)."""
+        """The engine answers, and says it is usable (BackendUnavailable otherwise, as the SDK's connect says)."""
         self._get("/_ping", action, raw=True)
 
     def version(self, action: str) -> dict[str, Any]:
         """The engine's `docker version` (Version, ApiVersion, Os, Arch, ...)."""
-        answer = self._get("/version", action)
-        return answer if isinstance(answer, dict) else {}
+        return _expect(self._get("/version", action), dict, action)
 
     def containers(self, labels: list[str], action: str) -> list[dict[str, Any]]:
         """Every container (running or not) carrying all of `labels` ("key=value"), as the engine lists them."""
         filters = quote(json.dumps({"label": labels}, separators=(",", ":")))
-        found = self._get(f"/containers/json?all=1&filters={filters}", action)
-        return found if isinstance(found, list) else []
+        return _expect(self._get(f"/containers/json?all=1&filters={filters}", action), list, action)
 
     def inspect(self, container_id: str, action: str) -> dict[str, Any] | None:
         """The container's inspect; None when it is gone (removed since it was listed)."""
-        return self._get(f"/containers/{quote(container_id, safe='')}/json", action, missing_ok=True)
+        answer = self._get(f"/containers/{quote(container_id, safe='')}/json", action, missing_ok=True)
+        return None if answer is None else _expect(answer, dict, action)
 
     def _get(self, path: str, action: str, missing_ok: bool = False, raw: bool = False) -> Any:
         connection = _UnixConnection(self._path, self._timeout)
@@ -89,7 +94,10 @@ class EngineReader:
         if response.status == 404 and missing_ok:
             return None
         if response.status != 200:
-            raise DriverError(f"{action}: {engine_message(_message(body) or response.reason)}")
+            said = engine_message(_message(body) or response.reason)
+            if raw:  # the ping: an engine that refuses it cannot be used (shutting down, a proxy denying us)
+                raise unavailable(f"it answered {response.status} {said}", action)
+            raise DriverError(f"{action}: {said}")
         if raw:
             return body
         try:
@@ -97,6 +105,14 @@ class EngineReader:
         except ValueError as exc:
             raise DriverError(f"{action}: the engine's answer is not JSON ({exc})",
                               hint="check that DOCKER_HOST names a Docker engine") from exc
+
+
+def _expect(answer: Any, kind: type, action: str) -> Any:
+    """`answer` if it is a `kind` (a JSON list or object); anything else is no answer of a Docker engine."""
+    if not isinstance(answer, kind):
+        raise DriverError(f"{action}: the engine's answer is not a JSON {'list' if kind is list else 'object'}",
+                          hint="check that DOCKER_HOST names a Docker engine")
+    return answer
 
 
 def _message(body: bytes) -> str:

@@ -165,6 +165,9 @@ class RemoteDriver:
             self._remove_scratch(name)
 
     # -- Driver ----------------------------------------------------------------------------------------------------
+    def open_backend(self) -> None:
+        """Nothing to reach early: the remote host is contacted when a workspace first needs its runtime."""
+
     def capabilities(self) -> Capabilities:
         """The runtime's capabilities: from a workspace's runtime already answering, else from one started for this.
 

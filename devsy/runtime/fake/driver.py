@@ -32,6 +32,9 @@ class FakeDriver:
         self.store = store
         self.mode = mode
 
+    def open_backend(self) -> None:
+        """Its backend is the state directory, which every call reads: nothing to reach early."""
+
     def capabilities(self) -> Capabilities:
         return Capabilities(mount_types=(MountType.BIND, MountType.VOLUME, MountType.TMPFS), logs=True,
                             reuse_preflight=True)
