@@ -3,6 +3,7 @@ its errors against sockets that are no engine, and the commands that only look a
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from devsy.driver.docker.engine_reader import EngineReader, local_socket
 from devsy.errors import BackendUnavailable, DriverError
 from helpers.cli import HOST_NET
 
+
 def _engine_socket() -> str:
     """The engine's socket, read as the driver reads it; these tests compare the two paths, so the engine must be
     the reader's kind (a unix socket), not skipped into a pass."""
@@ -30,14 +32,18 @@ def _engine_socket() -> str:
 @pytest.mark.parametrize(("environ", "expected"), [
     ({}, "/var/run/docker.sock"),
     ({"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, "/run/user/1000/docker.sock"),
+    ({"DOCKER_HOST": " unix:///var/run/docker.sock \n"}, "/var/run/docker.sock"),
     ({"DOCKER_HOST": "tcp://127.0.0.1:2375"}, None),
     ({"DOCKER_HOST": "ssh://me@host"}, None),
     ({"DOCKER_HOST": "unix:///var/run/docker.sock", "DOCKER_TLS_VERIFY": "1"}, None),
-    ({"DOCKER_HOST": "unix://"}, None),
     ({"DOCKER_HOST": "unix:///var/run/docker.sock", "DOCKER_CERT_PATH": "/certs"}, None),
-    # As the SDK reads them: blanks around the address dropped, a relative path taken from /.
-    ({"DOCKER_HOST": " unix:///var/run/docker.sock \n"}, "/var/run/docker.sock"),
-    ({"DOCKER_HOST": "unix://var/run/docker.sock"}, "/var/run/docker.sock"),
+    # Forms URL parsing rewrites are left to the SDK, so the two never reach different sockets.
+    ({"DOCKER_HOST": "unix://"}, None),
+    ({"DOCKER_HOST": "unix://var/run/docker.sock"}, None),
+    ({"DOCKER_HOST": "unix:///var/run/docker.sock/"}, None),
+    ({"DOCKER_HOST": "unix://me@tmp/docker.sock"}, None),
+    ({"DOCKER_HOST": "unix:///var/run/docker.sock?x=1"}, None),
+    ({"DOCKER_HOST": "unix:///var/run/d\tocker.sock"}, None),
 ])
 def test_only_a_plain_unix_socket_is_read_without_the_sdk(monkeypatch, environ, expected):
     for name in ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
@@ -45,6 +51,26 @@ def test_only_a_plain_unix_socket_is_read_without_the_sdk(monkeypatch, environ, 
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert local_socket() == expected
+
+
+@pytest.mark.parametrize("address", [
+    "unix:///var/run/docker.sock", "unix:///run/docker.sock", "unix:////var/run/docker.sock",
+    "unix:///tmp/a-b_c.d+e/engine.sock", " unix:///var/run/docker.sock ", "unix:///var/run/docker.sock/",
+    "unix://var/run/docker.sock", "unix://TMP/x.sock", "unix://me@tmp/x.sock", "unix://tmp:0/x.sock",
+    "unix:///var/run/d%41.sock", "unix:///a?b", "unix:///a#b", "unix://", "unix:///", "UNIX:///var/run/docker.sock",
+])
+def test_a_socket_the_reader_takes_is_the_one_the_sdk_takes(monkeypatch, address):
+    from docker.utils.utils import parse_host
+
+    monkeypatch.setenv("DOCKER_HOST", address)
+    for name in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    ours = local_socket()
+    if ours is None:
+        return  # the SDK alone reaches this engine
+    # The SDK's own resolution: parse_host, then its unix adapter's path (docker/transport/unixconn.py).
+    sdk = parse_host(address.strip(), is_win32=False).removeprefix("http+unix://")
+    assert ours == (sdk if sdk.startswith("/") else "/" + sdk)
 
 
 def test_the_reader_sees_what_the_sdk_sees(devsy, ws_id, guest_image, docker_client):
@@ -88,11 +114,16 @@ def test_no_engine_is_backend_unavailable(tmp_path):
     assert "cannot reach the Docker engine" in raised.value.message and "dockerd" in raised.value.hint
 
 
-class _OneAnswerServer:
-    """A unix socket that answers every request with `answer` (raw HTTP), or closes at once when it is empty."""
+def _http(status: str, body: bytes = b"") -> bytes:
+    return f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
-    def __init__(self, path: Path, answer: bytes) -> None:
-        self.path, self._answer = str(path), answer
+
+class _OneAnswerServer:
+    """A unix socket answering each request with raw HTTP: `answer`, or by path the first entry of `answers` whose
+    key starts the request's path (an empty answer closes the connection at once)."""
+
+    def __init__(self, path: Path, answer: bytes = b"", answers: dict[str, bytes] | None = None) -> None:
+        self.path, self._answer, self._answers = str(path), answer, answers or {}
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
         self._listener.listen(4)
@@ -106,10 +137,13 @@ class _OneAnswerServer:
             except OSError:
                 return
             with conn:
-                if not conn.recv(65536):
+                request = conn.recv(65536)
+                if not request:
                     return  # close()'s wake-up connection
-                if self._answer:
-                    conn.sendall(self._answer)
+                target = request.split(b" ", 2)[1].decode()
+                answer = next((a for prefix, a in self._answers.items() if target.startswith(prefix)), self._answer)
+                if answer:
+                    conn.sendall(answer)
 
     def close(self) -> None:
         # accept() is not woken by closing the listener: a connection that sends nothing ends the loop.
@@ -124,7 +158,8 @@ class _OneAnswerServer:
     (b'HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n'
      b'{"message":"engine broken"}', DriverError, "listing: engine broken"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nnot json!", DriverError, "not JSON"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", DriverError, "not a JSON list"),
+    (_http("200 OK", b"{}"), DriverError, "not a JSON list"),
+    (_http("200 OK", b'[{"Names": ["/x"]}]'), DriverError, "a container without an Id"),
     (b"", BackendUnavailable, "cannot reach the Docker engine"),
 ])
 def test_an_engine_that_fails_is_a_typed_error(tmp_path, answer, error, says):
@@ -146,6 +181,46 @@ def test_an_engine_that_refuses_the_ping_is_unavailable(tmp_path):
         assert "403" in raised.value.message and "dockerd" in raised.value.hint
     finally:
         server.close()
+
+
+def test_an_engine_that_refuses_the_ping_is_unavailable_on_the_sdk_path_too(tmp_path):
+    import docker
+
+    server = _OneAnswerServer(tmp_path / "engine.sock", _http("403 Forbidden"),
+                              answers={"/version": _http("200 OK", b'{"ApiVersion": "1.41", "Version": "20.10"}')})
+    try:
+        client = docker.DockerClient(base_url=f"unix://{server.path}", version="1.41", timeout=10)
+        with pytest.raises(BackendUnavailable) as raised:
+            DockerDriver(client=client).open_backend()
+        assert "403" in raised.value.message and "dockerd" in raised.value.hint
+    finally:
+        server.close()
+
+
+def test_the_sdk_client_is_made_once_when_threads_ask_together(monkeypatch):
+    import devsy.driver.docker.driver as driver_module
+
+    made: list[object] = []
+    another = threading.Event()
+
+    def slow_connect():
+        made.append(object())
+        if len(made) > 1:
+            another.set()
+        else:
+            # Unlocked, the other threads come in here meanwhile (and end the wait); locked, none can.
+            another.wait(1.0)
+        return made[0]
+
+    monkeypatch.setattr(driver_module, "connect", slow_connect)
+    driver = DockerDriver()
+    clients: list[object] = []
+    threads = [threading.Thread(target=lambda: clients.append(driver.client)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(made) == 1 and len(clients) == 8 and all(client is made[0] for client in clients)
 
 
 def _imported_modules(stderr: bytes) -> set[str]:

@@ -22,7 +22,7 @@ from devsy.driver.base import (
     RunOptions,
 )
 from devsy.driver.docker import container_spec, direct_exec, exec_tree
-from devsy.driver.docker.engine import connect, engine_errors
+from devsy.driver.docker.engine import connect, engine_errors, unavailable
 from devsy.driver.docker.engine_reader import EngineReader, local_socket
 from devsy.driver.docker.exec_signal import SignalTrailer, signal_name
 from devsy.driver.docker.exec_stream import AttachedExec, pump_output
@@ -60,8 +60,14 @@ class DockerDriver:
         if self._reader is not None:
             self._reader.ping("connecting to the Docker engine")
             return
-        with engine_errors("connecting to the Docker engine"):
-            self.client.ping()
+        import docker.errors  # noqa: PLC0415 - not at module level (see TYPE_CHECKING above)
+
+        action = "connecting to the Docker engine"
+        with engine_errors(action):
+            try:
+                self.client.ping()
+            except docker.errors.APIError as exc:  # answered, but refused (as the reader's ping says it)
+                raise unavailable(exc, action) from exc
 
     def engine_version(self) -> str:
         """The engine's version as `docker version` says it; without the SDK where it can."""

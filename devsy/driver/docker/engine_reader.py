@@ -5,11 +5,11 @@
 (ci/bench_docker.py), so these two GETs go over the engine's unix socket with the standard library's http.client.
 The answers are the engine's own JSON, the same the SDK hands back as a container's `attrs`.
 
-Only a local unix socket is read this way; an engine reached otherwise (DOCKER_HOST tcp:// or ssh://, TLS settings)
-and everything that changes something go through the SDK (engine.py). DOCKER_HOST is read as the SDK reads it
-(surrounding blanks dropped, a relative socket path taken from /), so both always reach the same engine.
-One difference is deliberate: a container removed between the list and its inspect is absent here, where the SDK's
-list raises NotFound.
+Only a local unix socket named by a plain absolute path is read this way (the default socket, `unix:///path`), so
+that the reader and the SDK can never reach two different engines: any other DOCKER_HOST (tcp://, ssh://, TLS
+settings, and unix:// forms that URL parsing rewrites: a relative path, a host part, a trailing slash, a query) and
+everything that changes something go through the SDK (engine.py). One difference is deliberate: a container
+removed between the list and its inspect is absent here, where the SDK's list raises NotFound.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 from typing import Any
 from urllib.parse import quote
@@ -25,20 +26,23 @@ from devsy.driver.docker.engine import API_TIMEOUT_S, engine_address, engine_mes
 from devsy.errors import DriverError
 
 _UNIX = "unix://"
+# A path the SDK's URL parsing leaves as it is: absolute, no host part, query, fragment, blank or trailing slash.
+_PLAIN_PATH = re.compile(r"/[\w.+\-/]*[\w.+\-]", re.ASCII)
 # The variables that make the SDK talk TLS; with them set, leave the engine to the SDK.
 _TLS_VARIABLES = ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 
 
 def local_socket() -> str | None:
     """The path of the engine's unix socket as DOCKER_HOST names it (the default socket without it); None when the
-    engine is not reached through a plain unix socket."""
+    engine is not reached through a unix socket named by a plain absolute path (see the module docstring)."""
     address = engine_address().strip()
     if not address.startswith(_UNIX) or any(os.environ.get(name) for name in _TLS_VARIABLES):
         return None
     path = address[len(_UNIX):]
-    if not path:
-        return None  # the SDK has its own reading of a bare "unix://": leave it to the SDK
-    return path if path.startswith("/") else "/" + path  # as the SDK's unix adapter does
+    return path if _PLAIN_PATH.fullmatch(path) else None
+
+
+_MISSING = object()  # a 404 where absence is an answer (distinct from a JSON null)
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -74,12 +78,16 @@ class EngineReader:
     def containers(self, labels: list[str], action: str) -> list[dict[str, Any]]:
         """Every container (running or not) carrying all of `labels` ("key=value"), as the engine lists them."""
         filters = quote(json.dumps({"label": labels}, separators=(",", ":")))
-        return _expect(self._get(f"/containers/json?all=1&filters={filters}", action), list, action)
+        found = _expect(self._get(f"/containers/json?all=1&filters={filters}", action), list, action)
+        for item in found:
+            if not isinstance(item, dict) or not isinstance(item.get("Id"), str):
+                raise _not_an_engine(action, "a container without an Id")
+        return found
 
     def inspect(self, container_id: str, action: str) -> dict[str, Any] | None:
         """The container's inspect; None when it is gone (removed since it was listed)."""
         answer = self._get(f"/containers/{quote(container_id, safe='')}/json", action, missing_ok=True)
-        return None if answer is None else _expect(answer, dict, action)
+        return None if answer is _MISSING else _expect(answer, dict, action)
 
     def _get(self, path: str, action: str, missing_ok: bool = False, raw: bool = False) -> Any:
         connection = _UnixConnection(self._path, self._timeout)
@@ -92,7 +100,7 @@ class EngineReader:
         finally:
             connection.close()
         if response.status == 404 and missing_ok:
-            return None
+            return _MISSING
         if response.status != 200:
             said = engine_message(_message(body) or response.reason)
             if raw:  # the ping: an engine that refuses it cannot be used (shutting down, a proxy denying us)
@@ -103,16 +111,18 @@ class EngineReader:
         try:
             return json.loads(body)
         except ValueError as exc:
-            raise DriverError(f"{action}: the engine's answer is not JSON ({exc})",
-                              hint="check that DOCKER_HOST names a Docker engine") from exc
+            raise _not_an_engine(action, f"an answer that is not JSON ({exc})") from exc
 
 
 def _expect(answer: Any, kind: type, action: str) -> Any:
     """`answer` if it is a `kind` (a JSON list or object); anything else is no answer of a Docker engine."""
     if not isinstance(answer, kind):
-        raise DriverError(f"{action}: the engine's answer is not a JSON {'list' if kind is list else 'object'}",
-                          hint="check that DOCKER_HOST names a Docker engine")
+        raise _not_an_engine(action, f"an answer that is not a JSON {'list' if kind is list else 'object'}")
     return answer
+
+
+def _not_an_engine(action: str, what: str) -> DriverError:
+    return DriverError(f"{action}: the engine sent {what}", hint="check that DOCKER_HOST names a Docker engine")
 
 
 def _message(body: bytes) -> str:
