@@ -237,19 +237,24 @@ class DockerDriver:
 
     # -- commands ------------------------------------------------------------------------------------------------
     def exec(self, workspace_id: str, request: ExecRequest) -> ExecResult:
-        container = self._require(workspace_id)
-        if not container.attrs.get("State", {}).get("Running"):
+        # Looked up without the SDK: a workspace that cannot run the command is refused before the SDK's import,
+        # as fast as the caller (an SSH handshake started beside this) expects a refusal.
+        attrs = self._inspect_workspace(workspace_id)
+        if attrs is None:
+            raise _no_container(workspace_id)
+        if not attrs.get("State", {}).get("Running"):
             # The workspace's state, not the engine, refuses the command: FAILED_PRECONDITION on the wire, as the
             # Go SDK's fake and every other devsy provider answer.
             raise PreconditionFailed(f"workspace {workspace_id} is stopped",
                                      hint=f"run `devsy start {workspace_id}` first")
+        container_id = attrs["Id"]
         # A shell-less image runs the argv as is (see direct_exec.py); every other one under the wrapper.
-        token = exec_tree.new_token() if direct_exec.has_shell(container_spec.host_root(container.attrs)) else ""
+        token = exec_tree.new_token() if direct_exec.has_shell(container_spec.host_root(attrs)) else ""
         # Started before the command: if this process dies in any way before the command's end is known, the guard
         # kills its tree (the engine would keep it running, discarding its output, for ever).
-        guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container.id, "token": token}))
+        guard = ExecGuard.start(KillPlan(_ORPHAN_KILL, {"container_id": container_id, "token": token}))
         try:
-            result, end_known = self._exec_attached(workspace_id, container.id, token, request, guard)
+            result, end_known = self._exec_attached(workspace_id, container_id, token, request, guard)
             if end_known:
                 guard.release()
             return result
