@@ -57,12 +57,12 @@ class DockerDriver:
 
     def open_backend(self) -> None:
         """Reach the engine now (BackendUnavailable before any state is touched); without the SDK where it can."""
+        action = "connecting to the Docker engine"
         if self._reader is not None:
-            self._reader.ping("connecting to the Docker engine")
+            self._reader.ping(action)
             return
         import docker.errors  # noqa: PLC0415 - not at module level (see TYPE_CHECKING above)
 
-        action = "connecting to the Docker engine"
         with engine_errors(action):
             try:
                 self.client.ping()
@@ -71,9 +71,10 @@ class DockerDriver:
 
     def engine_version(self) -> str:
         """The engine's version as `docker version` says it; without the SDK where it can."""
+        action = "reading the Docker engine's version"
         if self._reader is not None:
-            return str(self._reader.version("reading the Docker engine's version").get("Version", ""))
-        with engine_errors("reading the Docker engine's version"):
+            return str(self._reader.version(action).get("Version", ""))
+        with engine_errors(action):
             return str(self.client.version().get("Version", ""))
 
     @property

@@ -1,9 +1,10 @@
 """Looking at a local engine without the Docker SDK: a workspace's container found and inspected.
 
-`devsy status`, a reused `devsy up` and the lookups before any change only list and inspect one container. The SDK
-(docker, requests, urllib3) takes ~85 ms to import, about as long as everything else such a command does
-(ci/bench_docker.py), so these two GETs go over the engine's unix socket with the standard library's http.client.
-The answers are the engine's own JSON, the same the SDK hands back as a container's `attrs`.
+`devsy status`, a reused `devsy up` of a running instance, the refusal of an exec in a stopped one and the Docker
+provider's Info only list and inspect one container, ping the engine or read its version. The SDK (docker,
+requests, urllib3) takes ~85 ms to import, about as long as everything else such a command does
+(ci/bench_docker.py), so these GETs go over the engine's unix socket with the standard library's http.client. The
+answers are the engine's own JSON, the same the SDK hands back (a container's inspect is its `attrs`).
 
 Only a local unix socket named by a plain absolute path is read this way (the default socket, `unix:///path`), so
 that the reader and the SDK can never reach two different engines: any other DOCKER_HOST (tcp://, ssh://, TLS
@@ -68,17 +69,20 @@ class EngineReader:
         self._path, self._timeout = path, timeout
 
     def ping(self, action: str) -> None:
-        """The engine answers, and says it is usable (BackendUnavailable otherwise, as the SDK's connect says)."""
-        self._get("/_ping", action, raw=True)
+        """The engine answers, and says it is usable (BackendUnavailable otherwise, as the SDK's connect says): one
+        that refuses the ping (shutting down, a proxy denying us) cannot be used."""
+        status, reason, body = self._request("/_ping", action)
+        if status != 200:
+            raise unavailable(f"it answered {status} {_said(body, reason)}", action)
 
     def version(self, action: str) -> dict[str, Any]:
         """The engine's `docker version` (Version, ApiVersion, Os, Arch, ...)."""
-        return _expect(self._get("/version", action), dict, action)
+        return _expect(self._json("/version", action), dict, action)
 
     def containers(self, labels: list[str], action: str) -> list[dict[str, Any]]:
         """Every container (running or not) carrying all of `labels` ("key=value"), as the engine lists them."""
         filters = quote(json.dumps({"label": labels}, separators=(",", ":")))
-        found = _expect(self._get(f"/containers/json?all=1&filters={filters}", action), list, action)
+        found = _expect(self._json(f"/containers/json?all=1&filters={filters}", action), list, action)
         for item in found:
             if not isinstance(item, dict) or not isinstance(item.get("Id"), str):
                 raise _not_an_engine(action, "a container without an Id")
@@ -86,32 +90,32 @@ class EngineReader:
 
     def inspect(self, container_id: str, action: str) -> dict[str, Any] | None:
         """The container's inspect; None when it is gone (removed since it was listed)."""
-        answer = self._get(f"/containers/{quote(container_id, safe='')}/json", action, missing_ok=True)
+        answer = self._json(f"/containers/{quote(container_id, safe='')}/json", action, missing_ok=True)
         return None if answer is _MISSING else _expect(answer, dict, action)
 
-    def _get(self, path: str, action: str, missing_ok: bool = False, raw: bool = False) -> Any:
-        connection = _UnixConnection(self._path, self._timeout)
-        try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            body = response.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise unavailable(exc, action) from exc
-        finally:
-            connection.close()
-        if response.status == 404 and missing_ok:
+    def _json(self, path: str, action: str, missing_ok: bool = False) -> Any:
+        """The engine's JSON answer; _MISSING for a 404 when `missing_ok`; any other failure a DriverError."""
+        status, reason, body = self._request(path, action)
+        if status == 404 and missing_ok:
             return _MISSING
-        if response.status != 200:
-            said = engine_message(_message(body) or response.reason)
-            if raw:  # the ping: an engine that refuses it cannot be used (shutting down, a proxy denying us)
-                raise unavailable(f"it answered {response.status} {said}", action)
-            raise DriverError(f"{action}: {said}")
-        if raw:
-            return body
+        if status != 200:
+            raise DriverError(f"{action}: {_said(body, reason)}")
         try:
             return json.loads(body)
         except ValueError as exc:
             raise _not_an_engine(action, f"an answer that is not JSON ({exc})") from exc
+
+    def _request(self, path: str, action: str) -> tuple[int, str, bytes]:
+        """(status, reason, body) of a GET; BackendUnavailable when the engine cannot be reached."""
+        connection = _UnixConnection(self._path, self._timeout)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.reason, response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise unavailable(exc, action) from exc
+        finally:
+            connection.close()
 
 
 def _expect(answer: Any, kind: type, action: str) -> Any:
@@ -123,6 +127,11 @@ def _expect(answer: Any, kind: type, action: str) -> Any:
 
 def _not_an_engine(action: str, what: str) -> DriverError:
     return DriverError(f"{action}: the engine sent {what}", hint="check that DOCKER_HOST names a Docker engine")
+
+
+def _said(body: bytes, reason: str) -> str:
+    """What the engine said of a failed request, as devsy may repeat it (engine_message)."""
+    return engine_message(_message(body) or reason)
 
 
 def _message(body: bytes) -> str:
