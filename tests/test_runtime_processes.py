@@ -182,3 +182,12 @@ def test_secrets_in_env_or_argv_appear_in_no_diagnostic(tmp_path: Path) -> None:
         state = next((tmp_path / "state").glob("*.json")).read_text()
         assert SECRET_ENV not in state, "env values were written to the fake runtime's state"
         assert SECRET_ENV not in p.plugin.provider.stderr_tail() and SECRET_ARG not in p.plugin.provider.stderr_tail()
+
+
+def test_the_supervisor_starts_the_provider_before_its_heavier_imports() -> None:
+    """It imports process_tree (dataclasses, pathlib) only to tear down, not before every provider launch; observed
+    as what importing it loads, not timed."""
+    probe = ("import sys\nimport devsy.runtime.host.supervisor\n"
+             "print(sorted(m for m in ('dataclasses', 'devsy.process_tree', 'typing') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

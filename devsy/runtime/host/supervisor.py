@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 
-from devsy import process_tree
 from devsy.runtime.host.supervisor_config import MAX_CONFIG_BYTES, ConfigError, SupervisorConfig
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -95,6 +94,8 @@ def provider_status(pid: int) -> tuple[int, str]:
 
 def teardown(pgid: int) -> int:
     """SIGKILL the provider's process group and reap its members only; returns how many were reaped."""
+    from devsy import process_tree  # only now: its imports (dataclasses, pathlib) would delay the provider's start
+
     reaped, complete = process_tree.kill_and_reap_group(pgid, _REAP_TIMEOUT_S)
     if not complete:
         _log(f"gave up reaping process group {pgid} after {_REAP_TIMEOUT_S:.0f}s (a member is stuck in the kernel)")
