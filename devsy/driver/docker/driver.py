@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import secrets
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -128,7 +128,7 @@ class DockerDriver:
         if existing is not None:
             # Replacement: the new container is created under a temporary name first, so a configuration the engine
             # rejects (a missing bind source, a bad option) leaves the existing instance untouched.
-            kwargs["name"] = f"{kwargs['name']}-new-{secrets.token_hex(4)}"
+            kwargs["name"] = f"{kwargs['name']}-new-{os.urandom(4).hex()}"
         try:
             created_volumes = self._ensure_volumes(workspace_id, options)
             mounts = [*([options.workspace_mount] if options.workspace_mount else []), *options.mounts]
