@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 from devsy.runtime.host.supervisor_config import MAX_CONFIG_BYTES, ConfigError, SupervisorConfig
 
@@ -92,11 +93,9 @@ def provider_status(pid: int) -> tuple[int, str]:
     return 1, f"was killed by signal {signal.Signals(info.si_status).name}"
 
 
-def teardown(pgid: int) -> int:
+def teardown(pgid: int, kill_and_reap_group: Callable[[int, float], tuple[int, bool]]) -> int:
     """SIGKILL the provider's process group and reap its members only; returns how many were reaped."""
-    from devsy import process_tree  # only now: its imports (dataclasses, pathlib) would delay the provider's start
-
-    reaped, complete = process_tree.kill_and_reap_group(pgid, _REAP_TIMEOUT_S)
+    reaped, complete = kill_and_reap_group(pgid, _REAP_TIMEOUT_S)
     if not complete:
         _log(f"gave up reaping process group {pgid} after {_REAP_TIMEOUT_S:.0f}s (a member is stuck in the kernel)")
     return reaped
@@ -111,6 +110,9 @@ def supervise(lease_fd: int, config_fd: int) -> int:
     except (ConfigError, OSError) as exc:
         _log(f"cannot start the provider: {exc}")
         return 1
+    # Now, not before the provider starts (its imports, dataclasses and pathlib, would delay every launch), and not
+    # at teardown, hours later, when the installed devsy may have changed on disk.
+    from devsy.process_tree import kill_and_reap_group
     # The provider holds stdout now; dropping ours lets the host see EOF as soon as the provider's tree is gone.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -133,7 +135,7 @@ def supervise(lease_fd: int, config_fd: int) -> int:
                 else:
                     code, reason = provider_status(provider.pid)
                     reason = f"the provider {reason}"
-    reaped = teardown(provider.pid)
+    reaped = teardown(provider.pid, kill_and_reap_group)
     if code != 0:
         _log(f"{reason}; tore down its process group ({reaped} process(es))")
     return code
