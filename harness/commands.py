@@ -6,6 +6,8 @@ so a failed case can show exactly what it ran.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import threading
 import time
@@ -14,19 +16,23 @@ from typing import Any
 
 from devsy import process_tree
 from devsy.redaction import mask_flag_values
+from devsy.stack_dump import STACK_DUMP_SIGNAL
 
 TAIL_LINES = 40
 TAIL_CHARS = 8000
+# A command killed at its timeout keeps a longer stderr tail: the stacks its devsy processes printed (see below).
+TIMED_OUT_TAIL_LINES = 400
+TIMED_OUT_TAIL_CHARS = 40000
 # `--env K=V` and `--provider-option K=V` values may be secrets; records keep the key only.
 _SECRET_FLAGS = frozenset({"--env", "--remote-env", "--secret"})
 KILL_GRACE = 3.0
 
 
-def tail(data: bytes | str, lines: int = TAIL_LINES) -> str:
-    """The last `lines` lines (and at most TAIL_CHARS characters) of an output stream, decoded leniently."""
+def tail(data: bytes | str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last `lines` lines (and at most `chars` characters) of an output stream, decoded leniently."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     kept = "\n".join(text.splitlines()[-lines:])
-    return kept[-TAIL_CHARS:]
+    return kept[-chars:]
 
 
 def mask_argv(argv: list[str]) -> list[str]:
@@ -67,7 +73,8 @@ class CompletedCommand:
             exit_code=self.exit_code,
             duration=round(self.duration, 3),
             stdout_tail=tail(self.stdout),
-            stderr_tail=tail(self.stderr),
+            stderr_tail=tail(self.stderr, TIMED_OUT_TAIL_LINES, TIMED_OUT_TAIL_CHARS) if self.timed_out
+            else tail(self.stderr),
             timed_out=self.timed_out,
             note=note,
         )
@@ -96,6 +103,7 @@ def run_bounded(
         stdout, stderr = proc.communicate(input=input_bytes, timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
+        ask_devsy_for_stacks(proc.pid)
         process_tree.stop_child(proc, grace=KILL_GRACE, kill_wait=KILL_GRACE)
         stdout, stderr = _drain(proc)
     except BaseException:
@@ -110,6 +118,25 @@ def run_bounded(
         duration=time.monotonic() - started,
         timed_out=timed_out,
     )
+
+
+def ask_devsy_for_stacks(pgid: int) -> list[int]:
+    """Signal the devsy processes of group `pgid` to print their threads' stacks on stderr (devsy/stack_dump.py);
+    returns their pids. Sent before the group's SIGTERM: pending standard signals are delivered lowest number first,
+    so each dump is written before the process starts to unwind."""
+    asked = []
+    for pid in process_tree.group_members(pgid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue  # it ended meanwhile
+        # devsy runs as `python .../bin/devsy ...` or `python -m devsy ...` (OpenSSH's ProxyCommand)
+        if os.path.basename(argv[0]).startswith(b"python") and any(arg.endswith(b"devsy") for arg in argv[1:3]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, STACK_DUMP_SIGNAL)
+                asked.append(pid)
+    return asked
 
 
 def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import redact_error
+from devsy.stack_dump import dump_stacks_on_signal
 from devsy.termination import Terminated, raise_on_termination
 
 _DESCRIPTION = """\
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.home is not None:
         os.environ["DEVSY_HOME"] = str(args.home)  # one source of truth for this process and its helpers
     as_json = getattr(args, "json", False)
+    dump_stacks_on_signal()
     if args.command not in _OWN_SIGNALS:
         raise_on_termination()  # `up` then stops the host commands it started and removes what it had created
     try:
