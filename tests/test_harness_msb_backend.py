@@ -123,3 +123,26 @@ def test_sweep_removes_only_what_the_run_owns(msb_home: Path, tmp_path: Path, mo
 def test_the_sweeper_visits_microsandbox() -> None:
     assert "microsandbox" in inspectable_backends()
     assert isinstance(inspector_for("microsandbox"), MicrosandboxInspector)
+
+
+def test_a_hung_msb_command_names_who_holds_a_creation_lock(tmp_path: Path) -> None:
+    """The evidence a hung `msb inspect` reports (see creation_lock_holders): the holder's program, not its args."""
+    import sys
+
+    from harness.backends.microsandbox import creation_lock_holders
+
+    locks = tmp_path / "run" / "creation-locks"
+    locks.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys\n"
+                               f"f = open({str(locks / 'a.lock')!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); sys.stdin.read()", "--env=SECRET=hunter2"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        report = creation_lock_holders()
+        assert f"pid {holder.pid} (python" in report and f"{locks / 'a.lock'} open" in report, report
+        assert "hunter2" not in report
+    finally:
+        holder.kill()
+        holder.wait(60)
+    assert f"pid {holder.pid}" not in creation_lock_holders()

@@ -12,6 +12,7 @@ column's own environment (MSB_PATH at the stand-in, the run's MSB_HOME): Simulat
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -87,7 +88,8 @@ class MicrosandboxInspector:
     def _run(self, *args: str) -> CompletedCommand:
         completed = self.run_msb(*args)
         if completed.timed_out:
-            raise MsbFailed(f"`msb {' '.join(args)}` did not finish within {MSB_TIMEOUT:g}s (process group killed)")
+            raise MsbFailed(f"`msb {' '.join(args)}` did not finish within {MSB_TIMEOUT:g}s (process group killed); "
+                            f"{creation_lock_holders()}; its stderr: {tail(completed.stderr, 5) or '(none)'}")
         return completed
 
     def _json(self, *args: str) -> Any:
@@ -205,6 +207,28 @@ class SimulatedMicrosandboxInspector(MicrosandboxInspector):
             raise BackendUnavailable("a simulated MicroSandbox column is inspected with its own MSB_PATH and "
                                      "MSB_HOME (harness/providers.py SIMULATORS); none were given")
         super().__init__(env)
+
+
+def creation_lock_holders() -> str:
+    """Which processes have a file under an msb home's run/creation-locks open: msb 0.7.11's `inspect` waits for as
+    long as its sandbox's lock is held (`ls` does not), so a hung `inspect` is explained by a holder named here. Only
+    a holder's program and first argument are named: the rest of a command line may carry env values."""
+    holders = set()
+    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if "/run/creation-locks/" in target:
+            pid = fd.split("/")[2]
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    argv = handle.read().decode("utf-8", "replace").split("\0")
+                command = " ".join([os.path.basename(argv[0]), *argv[1:2]])
+            except OSError:
+                command = "?"  # it ended meanwhile
+            holders.add(f"pid {pid} ({command}) has {target} open")
+    return "creation locks open in: " + "; ".join(sorted(holders)) if holders else "no creation lock was open"
 
 
 def _instance(sandbox: Sandbox) -> BackendInstance:
