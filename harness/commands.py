@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import psutil
+
 from devsy import process_tree
 from devsy.redaction import mask_flag_values
 from devsy.stack_dump import STACK_DUMP_SIGNAL
@@ -127,12 +129,11 @@ def ask_devsy_for_stacks(pgid: int) -> list[int]:
     asked = []
     for pid in process_tree.group_members(pgid):
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
+            argv = psutil.Process(pid).cmdline()
+        except psutil.Error:
             continue  # it ended meanwhile
         # devsy runs as `python .../bin/devsy ...` or `python -m devsy ...` (OpenSSH's ProxyCommand)
-        if os.path.basename(argv[0]).startswith(b"python") and any(arg.endswith(b"devsy") for arg in argv[1:3]):
+        if argv and os.path.basename(argv[0]).startswith("python") and any(a.endswith("devsy") for a in argv[1:3]):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, STACK_DUMP_SIGNAL)
                 asked.append(pid)

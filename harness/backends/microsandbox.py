@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import psutil
+
 from harness.backends import (
     LABEL_WORKSPACE,
     BackendExec,
@@ -222,10 +224,9 @@ def creation_lock_holders() -> str:
         if "/run/creation-locks/" in target:
             pid = fd.split("/")[2]
             try:
-                with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                    argv = handle.read().decode("utf-8", "replace").split("\0")
+                argv = psutil.Process(int(pid)).cmdline() or ["?"]
                 command = " ".join([os.path.basename(argv[0]), *argv[1:2]])
-            except OSError:
+            except psutil.Error:
                 command = "?"  # it ended meanwhile
             holders.add(f"pid {pid} ({command}) has {target} open")
     return "creation locks open in: " + "; ".join(sorted(holders)) if holders else "no creation lock was open"
