@@ -25,12 +25,15 @@ from grpc_status import rpc_status
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.errors import AlreadyExists, Cancelled, DevsyError, NotFound
 from devsy.redaction import Redactor
+from devsy.runtime.conformance.checks import CaseFailed, expect_status
 from devsy.runtime.host.client import RuntimeClient
+from devsy.runtime.host.rpc_errors import map_rpc_error
 from devsy.runtime.sdk.errors import abort
 from devsy.runtime.v1 import runtime_pb2 as pb
 from devsy.runtime.v1 import runtime_pb2_grpc
 from devsy.runtime.wire.errors import InvalidArgument, PermissionDenied, PreconditionFailed, ProviderUnavailable, \
     RuntimeFailure, RuntimeProtocolError, RuntimeTimeout, UnknownRuntimeError, Unsupported
+from devsy.runtime.wire.deadline import CallDeadline
 from devsy.runtime.wire.status import DetailError, DetailPolicy, from_error
 
 SECRET = "tok-3f9a1c-never-shown"
@@ -116,6 +119,28 @@ def test_a_plain_status_is_the_class_of_its_code_with_its_message(stub, code: st
     assert type(error) is cls, f"{code} without a detail became {type(error).__name__}: {error}"
     assert "the backend said no to ***" in error.message and SECRET not in str(error)
     assert error.hint
+
+
+def test_a_cancel_from_the_server_after_the_calls_deadline_is_that_deadline(stub) -> None:
+    """grpc-go ends a call past its deadline with RST_STREAM(CANCEL); when that beats the client's own timer (a
+    loaded machine: the Go fake's exec/deadline case once failed CI so) the call fails CANCELLED. Host and
+    conformance suite double-check their deadline, as the gRPC HTTP/2 protocol asks. A real CANCELLED status
+    from the server, read against a deadline that has passed and one that has not:"""
+    cancelled = _rpc_error(stub, code="CANCELLED", message="context canceled")
+    assert cancelled.code() is grpc.StatusCode.CANCELLED
+    past, ahead = CallDeadline(0), CallDeadline(60)
+    assert past.passed() and not ahead.passed()
+    assert type(map_rpc_error(cancelled, PROVIDER, "Find", Redactor(), past)) is RuntimeTimeout
+    assert type(map_rpc_error(cancelled, PROVIDER, "Find", Redactor(), ahead)) is Cancelled
+    assert type(map_rpc_error(cancelled, PROVIDER, "Find", Redactor())) is Cancelled
+    not_found = _rpc_error(stub, code="NOT_FOUND", message="no such workspace")
+    assert type(map_rpc_error(not_found, PROVIDER, "Find", Redactor(), past)) is NotFound  # only CANCELLED is read so
+
+    def fails_cancelled() -> None:
+        raise cancelled
+    expect_status(grpc.StatusCode.DEADLINE_EXCEEDED, fails_cancelled, "an Exec past its deadline", past)
+    with pytest.raises(CaseFailed, match="expected DEADLINE_EXCEEDED, got CANCELLED"):
+        expect_status(grpc.StatusCode.DEADLINE_EXCEEDED, fails_cancelled, "an Exec past its deadline", ahead)
 
 
 def test_a_runtime_error_among_other_details_decides_and_the_others_are_ignored(stub) -> None:

@@ -15,6 +15,7 @@ from devsy.runtime.conformance import commands as c
 from devsy.runtime.conformance.checks import CaseFailed, StreamRecord, check, expect_error, expect_status, policy
 from devsy.runtime.conformance.session import UNARY_TIMEOUT_S, Session, input_frames, start_frame
 from devsy.runtime.v1 import runtime_pb2 as pb
+from devsy.runtime.wire.deadline import CallDeadline
 
 _DUPLEX_BYTES = 12 * 1024 * 1024
 _STALL_S = 2.0
@@ -99,7 +100,7 @@ def case_full_duplex(session: Session) -> str:
     return f"{sent_while_stalled // 1024} KiB accepted while the reader stalled"
 
 
-def _ready_stream(session: Session, timeout: float | None) -> tuple[grpc.Future, threading.Event]:
+def _ready_stream(session: Session, deadline: CallDeadline) -> tuple[grpc.Future, threading.Event]:
     """An Exec of a command that prints the ready line and then waits; stdin stays open until `release` is set."""
     release = threading.Event()
     ready = session.command("ready")
@@ -109,7 +110,7 @@ def _ready_stream(session: Session, timeout: float | None) -> tuple[grpc.Future,
         yield start_frame(ws, ready)
         release.wait(600)  # hold stdin open: the command must be ended by us, not by EOF
 
-    call = session.stub.Exec(frames(), timeout=timeout)
+    call = session.stub.Exec(frames(), timeout=deadline.timeout)
     first = next(call)
     check(first.WhichOneof("payload") == "stdout" and first.stdout.data == c.READY_LINE,
           f"expected the ready line first, got {first}")
@@ -118,7 +119,7 @@ def _ready_stream(session: Session, timeout: float | None) -> tuple[grpc.Future,
 
 def case_cancel(session: Session) -> None:
     """Cancelling a running command ends the RPC CANCELLED; the workspace keeps running, other RPCs work."""
-    call, release = _ready_stream(session, timeout=120)
+    call, release = _ready_stream(session, CallDeadline(120))
     try:
         call.cancel()
         expect_status(grpc.StatusCode.CANCELLED, lambda: list(call), "the cancelled Exec")
@@ -130,9 +131,10 @@ def case_cancel(session: Session) -> None:
 
 def case_deadline(session: Session) -> None:
     """A command outliving the RPC deadline ends DEADLINE_EXCEEDED; the workspace keeps running."""
-    call, release = _ready_stream(session, timeout=_DEADLINE_S)
+    deadline = CallDeadline(_DEADLINE_S)
+    call, release = _ready_stream(session, deadline)
     try:
-        expect_status(grpc.StatusCode.DEADLINE_EXCEEDED, lambda: list(call), "an Exec past its deadline")
+        expect_status(grpc.StatusCode.DEADLINE_EXCEEDED, lambda: list(call), "an Exec past its deadline", deadline)
     finally:
         release.set()
     session.require_status(session.exec_workspace(), "running", "after an Exec past its deadline")

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from devsy.runtime.wire.constants import MAX_FRAME
+from devsy.runtime.wire.deadline import CallDeadline
 from devsy.runtime.wire.status import GRPC_CODE, DetailError, DetailPolicy, RuntimeErrorInfo, from_error
 
 
@@ -94,12 +95,15 @@ def expect_error(code: str, call: Callable[[], Any], what: str, *, detail_requir
     raise CaseFailed(f"{what}: expected {code}, but the call succeeded")
 
 
-def expect_status(status: grpc.StatusCode, call: Callable[[], Any], what: str) -> None:
-    """`call` must fail with gRPC status `status` (cancellation and deadlines carry no RuntimeError)."""
+def expect_status(status: grpc.StatusCode, call: Callable[[], Any], what: str,
+                  deadline: CallDeadline | None = None) -> None:
+    """`call` must fail with gRPC status `status` (cancellation and deadlines carry no RuntimeError); `deadline`,
+    for a call made with one, reads a server's cancel past it as the deadline it is (wire.deadline)."""
     try:
         call()
     except grpc.RpcError as exc:
-        check(exc.code() is status, f"{what}: expected {status.name}, got {exc.code().name}")  # type: ignore
+        code = deadline.code(exc) if deadline is not None else exc.code()  # type: ignore[attr-defined]
+        check(code is status, f"{what}: expected {status.name}, got {code.name}")
         return
     raise CaseFailed(f"{what}: expected {status.name}, but the call succeeded")
 

@@ -12,6 +12,7 @@ from devsy.driver.base import ContainerDetails, ExecRequest, ExecResult, RunOpti
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import MAX_FRAME
 from devsy.runtime.wire.convert import details_from_pb, run_request
+from devsy.runtime.wire.deadline import CallDeadline
 from devsy.runtime.wire.errors import RuntimeProtocolError
 from devsy.runtime.host.exec_client import run_exec
 from devsy.runtime.host.rpc_errors import map_rpc_error
@@ -35,10 +36,11 @@ class RuntimeClient:
 
     def _call(self, action: str, method: Callable[..., Any], request: Any, timeout: float | None = None,
               redact: Redactor | None = None) -> Any:
+        deadline = CallDeadline(timeout or self.timeout)
         try:
-            return method(request, timeout=timeout or self.timeout)
+            return method(request, timeout=deadline.timeout)
         except grpc.RpcError as exc:
-            raise map_rpc_error(exc, self.provider, action, redact or self.redact) from None
+            raise map_rpc_error(exc, self.provider, action, redact or self.redact, deadline) from None
 
     def info(self, *, opt_in_on_run: bool = True) -> ProviderDescription:
         reply = self._call("Info", self.stub.Info, pb.InfoRequest(supports_recreate_on_run=opt_in_on_run))
@@ -83,12 +85,13 @@ class RuntimeClient:
         return run_exec(self.stub, self.provider, workspace_id, request, Redactor(), timeout)
 
     def logs(self, workspace_id: str, out: BinaryIO, timeout: float | None = None) -> None:
+        deadline = CallDeadline(timeout or self.timeout)
         try:
-            for chunk in self.stub.Logs(pb.LogsRequest(workspace_id=workspace_id), timeout=timeout or self.timeout):
+            for chunk in self.stub.Logs(pb.LogsRequest(workspace_id=workspace_id), timeout=deadline.timeout):
                 if not 1 <= len(chunk.data) <= MAX_FRAME:
                     raise RuntimeProtocolError(f"provider {self.provider} sent a logs frame of {len(chunk.data)} "
                                                "bytes", hint=f"the protocol allows 1..{MAX_FRAME}; report this")
                 out.write(chunk.data)
         except grpc.RpcError as exc:
-            raise map_rpc_error(exc, self.provider, "Logs", self.redact) from None
+            raise map_rpc_error(exc, self.provider, "Logs", self.redact, deadline) from None
         out.flush()

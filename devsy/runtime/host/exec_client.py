@@ -19,6 +19,7 @@ from devsy.driver.base import ExecRequest, ExecResult
 from devsy.exit_status import shell_status
 from devsy.redaction import Redactor
 from devsy.runtime.wire.constants import MAX_FRAME
+from devsy.runtime.wire.deadline import CallDeadline
 from devsy.runtime.wire.errors import RuntimeProtocolError
 from devsy.runtime.host.rpc_errors import map_rpc_error
 from devsy.runtime.v1 import runtime_pb2 as pb
@@ -64,7 +65,8 @@ def run_exec(stub: runtime_pb2_grpc.RuntimeDriverStub, provider: str, workspace_
              redact: Redactor, timeout: float | None = None) -> ExecResult:
     redact.add([*request.env.values(), *request.argv[1:]])
     stop = threading.Event()
-    call = stub.Exec(client_frames(workspace_id, request, stop), timeout=timeout)
+    deadline = CallDeadline(timeout)
+    call = stub.Exec(client_frames(workspace_id, request, stop), timeout=deadline.timeout)
     unsubscribe = request.cancel.on_cancel(call.cancel)
     result: ExecResult | None = None
     try:
@@ -97,7 +99,7 @@ def run_exec(stub: runtime_pb2_grpc.RuntimeDriverStub, provider: str, workspace_
     except grpc.RpcError as exc:
         if request.cancel.is_cancelled() and exc.code() is grpc.StatusCode.CANCELLED:  # type: ignore[attr-defined]
             return ExecResult(CANCELLED_EXIT)
-        raise map_rpc_error(exc, provider, "Exec", redact) from None
+        raise map_rpc_error(exc, provider, "Exec", redact, deadline) from None
     finally:
         stop.set()
         unsubscribe()

@@ -23,6 +23,7 @@ from devsy.errors import Cancelled, DevsyError
 from devsy.redaction import Redactor
 from devsy.runtime.wire.errors import DETAIL_HINT, LEGACY_DETAIL_KIND, ProviderUnavailable, RuntimeProtocolError, \
     RuntimeTimeout, Unsupported, error_for
+from devsy.runtime.wire.deadline import CallDeadline
 from devsy.runtime.wire.status import CODE_OF_GRPC, DetailError, DetailPolicy, from_error
 
 _AUTHORS = "report this to the provider's authors"
@@ -38,8 +39,10 @@ _PLAIN_HINT = {
 _PLAIN_DEFAULT_HINT = f"the provider's message is all it said (a plain gRPC status); if it is unclear, {_AUTHORS}"
 
 
-def map_rpc_error(error: grpc.RpcError, provider: str, action: str, redact: Redactor) -> DevsyError:
-    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+def map_rpc_error(error: grpc.RpcError, provider: str, action: str, redact: Redactor,
+                  deadline: CallDeadline | None = None) -> DevsyError:
+    """`deadline`, when the call had one, tells a server's deadline cancel (CANCELLED) from a cancel."""
+    code = deadline.code(error) if deadline is not None else error.code()  # type: ignore[attr-defined]
     try:
         info = from_error(error, DetailPolicy.PROTOCOL)
     except DetailError as exc:
