@@ -14,12 +14,15 @@ with a quiet run, only with the peer of the same run. Throughput pipes `--mib` M
 workspace container, once through devsy-provider-docker (gRPC Exec) and once through the built-in DockerDriver, in
 the same run and the same container, and checks the bytes came back intact; then once more through
 devsy-fake-runtime's in-process `cat` (no engine), the protocol path's own ceiling on this machine. The load average
-is printed before the throughput figures. `--throughput-only` skips the start-up figures.
+is printed before the throughput figures, and each figure says the CPU it took per MiB (host, provider, the rest
+of the machine): on a machine whose CPUs are all busy, that bounds the ratio more than any wait does.
+`--throughput-only` skips the start-up figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import os
@@ -31,6 +34,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 from devsy.driver.base import ExecRequest, RunOptions
 from devsy.driver.docker.driver import DockerDriver
@@ -167,12 +172,45 @@ class Digest(io.RawIOBase):
         return len(data)
 
 
-def throughput(run_exec, payload: bytes) -> float:
-    """MiB/s of `payload` through cat and back; raises if a byte differs."""
+class CpuMeter:
+    """CPU seconds spent while it is open: by this process (the host side), by its descendants (supervisor and
+    provider), and by the whole machine (the rest is the engine, the container's cat and anything else running).
+    Where a throughput goes on a CPU-bound machine: MiB/s can be no more than CPUs / (CPU seconds per MiB)."""
+
+    def __enter__(self) -> CpuMeter:
+        self._start = self._sample()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self._sample()
+        self.host, self.providers, self.machine = (b - a for a, b in zip(self._start, end))
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float]:
+        own = os.times()
+        descendants = 0.0
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                times = child.cpu_times()
+                descendants += times.user + times.system
+        machine = psutil.cpu_times()
+        return own.user + own.system, descendants, machine.user + machine.system + machine.nice + machine.softirq \
+            + machine.irq
+
+    def per_mib(self, mib: float) -> str:
+        rest = self.machine - self.host - self.providers
+        return (f"CPU ms per MiB: host {1000 * self.host / mib:.1f}, provider {1000 * self.providers / mib:.1f}, "
+                f"engine+cat+other {1000 * rest / mib:.1f}, machine {1000 * self.machine / mib:.1f} (a CPU-bound "
+                f"ceiling of {os.cpu_count() * mib / self.machine:.0f} MiB/s on {os.cpu_count()} CPUs)")
+
+
+def throughput(run_exec, payload: bytes, meter: CpuMeter | None = None) -> float:
+    """MiB/s of `payload` through cat and back; raises if a byte differs. `meter` counts the CPU it took."""
     sink = Digest()
-    started = time.perf_counter()
-    result = run_exec(ExecRequest(argv=["cat"], stdin=io.BytesIO(payload), stdout=sink, stderr=io.BytesIO()))
-    elapsed = time.perf_counter() - started
+    with meter or contextlib.nullcontext():
+        started = time.perf_counter()
+        result = run_exec(ExecRequest(argv=["cat"], stdin=io.BytesIO(payload), stdout=sink, stderr=io.BytesIO()))
+        elapsed = time.perf_counter() - started
     if result.exit_code != 0 or sink.hash.digest() != hashlib.sha256(payload).digest():
         raise SystemExit(f"cat returned {sink.size} bytes with exit {result.exit_code}: the stream is not intact")
     return len(payload) / (1024 * 1024) / elapsed
@@ -185,8 +223,9 @@ def protocol_floor(payload: bytes, mib: int) -> None:
         provider.client.run_image("floor", RunOptions(image="none"))
         run_exec = lambda r: provider.client.exec("floor", r)  # noqa: E731
         throughput(run_exec, payload[: 1024 * 1024])
+        meter = CpuMeter()
         print(f"exec {mib} MiB through cat, protocol without a backend (devsy-fake-runtime, in-process cat): "
-              f"{throughput(run_exec, payload):.1f} MiB/s", flush=True)
+              f"{throughput(run_exec, payload, meter):.1f} MiB/s; {meter.per_mib(mib)}", flush=True)
 
 
 def main() -> int:
@@ -215,8 +254,10 @@ def main() -> int:
             for label, run_exec in (("built-in DockerDriver", lambda r: builtin.exec(ws, r)),
                                     ("protocol (devsy-provider-docker)", lambda r: provider.client.exec(ws, r))):
                 throughput(run_exec, payload[: 1024 * 1024])  # warm-up: connections, caches
-                results[label] = throughput(run_exec, payload)
-                print(f"exec {args.mib} MiB through cat, {label}: {results[label]:.1f} MiB/s", flush=True)
+                meter = CpuMeter()
+                results[label] = throughput(run_exec, payload, meter)
+                print(f"exec {args.mib} MiB through cat, {label}: {results[label]:.1f} MiB/s; "
+                      f"{meter.per_mib(args.mib)}", flush=True)
         ratio = results["protocol (devsy-provider-docker)"] / results["built-in DockerDriver"]
         print(f"protocol / built-in throughput: {ratio:.2f}", flush=True)
         protocol_floor(payload, args.mib)
