@@ -10,18 +10,28 @@ through the same `finally`/`except BaseException` paths Ctrl-C does (a hook's ca
 `nohup devsy exec ...` (SIGHUP ignored) asked to outlive its terminal, and a script's background job (SIGINT ignored)
 to be out of reach of the terminal's Ctrl-C: Python itself leaves an inherited SIG_IGN of SIGINT alone, and so does
 devsy for each signal it handles.
+
+A handler devsy installs does no work itself: it records the signal and writes a byte to a pipe (SignalWake). Python
+runs a handler in the main thread between two of its bytecodes, so a handler that took a lock would wait for ever
+whenever the main thread held that lock at the moment the signal came (a CancelToken's, while a driver unregisters a
+callback: OpenSSH hanging up `devsy ssh --stdio` hung it that way). A poll loop or `cancelling`'s watcher thread acts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 Handler = Callable[[int, Any], None]
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+# How long leaving `cancelling` waits for a cancel its watcher thread is still running (a kill of the command's tree).
+_WATCHER_JOIN_S = 10.0
 
 
 class Terminated(KeyboardInterrupt):
@@ -64,3 +74,57 @@ def handling(signums: Iterable[int], handler: Handler) -> Iterator[None]:
 def raise_on_termination(*, keep_ignored: bool = True) -> None:
     """From now on, SIGTERM and SIGHUP (unless ignored, see install()) raise Terminated in the main thread."""
     install(TERMINATING, _raise_terminated, keep_ignored=keep_ignored)
+
+
+class SignalWake:
+    """Signals recorded (`received`, in order) and announced on a pipe (`wake_r`), the only work `handler` does."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)  # a handler must never block: a full pipe already says "wake up"
+
+    def handler(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        self.wake()
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"!")
+
+    def close_writer(self) -> None:
+        """No more wakes: a reader of `wake_r` sees end of file once it has read what was written."""
+        if self._wake_w >= 0:
+            os.close(self._wake_w)
+            self._wake_w = -1
+
+    def close(self) -> None:
+        self.close_writer()
+        os.close(self.wake_r)
+
+
+@contextlib.contextmanager
+def cancelling(signums: Iterable[int], cancel: Callable[[], None], *,
+               keep_ignored: bool = True) -> Iterator[list[int]]:
+    """While the block runs, each of `signums` (see install() for ignored ones) makes a watcher thread call `cancel`;
+    yields the list of signals received. `cancel` may take locks and run callbacks: it never runs in the handler."""
+    wake = SignalWake()
+    watcher = threading.Thread(target=_cancel_on_wake, args=(wake.wake_r, cancel), name="signal-watcher",
+                               daemon=True)
+    watcher.start()
+    try:
+        previous = install(signums, wake.handler, keep_ignored=keep_ignored)
+        try:
+            yield wake.received
+        finally:
+            restore(previous)
+    finally:
+        wake.close_writer()  # the watcher reads end of file once it has acted on every signal written before
+        watcher.join(_WATCHER_JOIN_S)
+        if not watcher.is_alive():  # else still cancelling: its descriptor stays open until the process exits
+            os.close(wake.wake_r)
+
+
+def _cancel_on_wake(wake_r: int, cancel: Callable[[], None]) -> None:
+    while os.read(wake_r, 64):
+        cancel()

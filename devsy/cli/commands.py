@@ -133,13 +133,8 @@ def cancellable(run: Callable[[CancelToken], int]) -> int:
     (termination.py)."""
     cancel = CancelToken()
     received: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        received.append(signum)
-        cancel.cancel()
-
     try:
-        with termination.handling(_CANCEL_SIGNALS, on_signal):
+        with termination.cancelling(_CANCEL_SIGNALS, cancel.cancel) as received:
             code = run(cancel)
     except Cancelled:
         if not received:

@@ -366,32 +366,19 @@ def _usable(fd: int) -> bool:
     return True
 
 
-class _Signals:
-    """SIGINT/SIGTERM/SIGHUP (and SIGWINCH's new size) recorded and signalled on a pipe, so a select() loop notices
+class _Signals(termination.SignalWake):
+    """SIGINT/SIGTERM/SIGHUP (and SIGWINCH's new size) recorded and signalled on a pipe, so a poll loop notices
     them at once."""
 
     def __init__(self) -> None:
-        self.received: list[int] = []
+        super().__init__()
         self.size: tuple[int, int] | None = None  # the terminal's latest size (interactive sessions)
-        self.wake_r, self._wake_w = os.pipe()
-
-    def handler(self, signum: int, _frame: object) -> None:
-        self.received.append(signum)
-        self._wake()
 
     def resized(self, columns: int, rows: int) -> None:
         # Runs in a signal handler: record and wake the loop, which sends it (a send from here could interleave
         # with one the loop is making).
         self.size = (columns, rows)
-        self._wake()
-
-    def _wake(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"!")
-
-    def close(self) -> None:
-        os.close(self.wake_r)
-        os.close(self._wake_w)
+        self.wake()
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
+from devsy import termination
 from devsy.agent.guest.channel_requests import ArgvRefused, send_signal
 from devsy.devcontainer.session_env import ssh_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, exec_target, open_workspace
@@ -75,9 +76,9 @@ class _Stderr:
 
 
 class Master:
-    def __init__(self, ws: OpenWorkspace, stderr: _Stderr) -> None:
+    def __init__(self, ws: OpenWorkspace, stderr: _Stderr, cancel: CancelToken) -> None:
         self.ws = ws
-        self.cancel = CancelToken()  # SIGTERM while starting: the driver stops the agent it was starting
+        self.cancel = cancel  # SIGTERM while starting: the driver stops the agent it was starting
         self._agent = AgentPath(ws, Progress(stderr), self.cancel)  # type: ignore[arg-type]
         self._stderr = RedactingWriter(stderr, configured_secrets())  # type: ignore[arg-type]
         self._connections: dict[str, AgentConnection] = {}
@@ -401,13 +402,17 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(threadName)s %(levelname)s %(message)s")
     stderr = _Stderr(startup)
     master: Master | None = None
-    signal.signal(signal.SIGTERM, lambda *_: master.cancel.cancel() if master else sys.exit(128 + signal.SIGTERM))
+    # Serving, SIGTERM asks the loop to exit (signal-safe: an event and a pipe); starting, it cancels the start-up
+    # from a watcher thread, and this handler is the one `cancelling` puts back, so no SIGTERM falls between the two.
+    signal.signal(signal.SIGTERM, lambda *_: master.request_exit() if master else None)
+    starting = CancelToken()
     try:
-        persist_s = persist_seconds()
-        ws = open_workspace(args.home, args.workspace)
-        master = Master(ws, stderr)
-        master.connection(args.user or ws.record.remote_user or "root")
-        listener = _listen(master_address(str(args.home), ws.record.id, ws.record.uid))
+        with termination.cancelling((signal.SIGTERM,), starting.cancel, keep_ignored=False) as stopped:
+            persist_s = persist_seconds()
+            ws = open_workspace(args.home, args.workspace)
+            master = Master(ws, stderr, starting)
+            master.connection(args.user or ws.record.remote_user or "root")
+            listener = _listen(master_address(str(args.home), ws.record.id, ws.record.uid))
     except DevsyError as exc:
         if master is not None:
             master.close()
@@ -416,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     stderr.switch_to_log()
     log.info("serving workspace %s (pid %d)", ws.record.id, os.getpid())
     _report(ready_fd, {"ok": True})
-    signal.signal(signal.SIGTERM, lambda *_: master.request_exit())  # type: ignore[union-attr]
+    if stopped:  # asked to stop while starting, after the point where that cancelled anything
+        master.request_exit()
     try:
         master.serve(listener, persist_s)
     finally:
