@@ -37,6 +37,7 @@ from devsy.agent.guest.tuning import MAX_PACKET_SIZE, WINDOW_SIZE
 from devsy.devcontainer.session_env import UNSET_REQUEST, SessionEnv, unset_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 from devsy.errors import DevsyError
+from devsy.redaction import configured_secrets, redact_text
 from devsy.ssh.exec_telnet import LINGER_S, TelnetTerminal, telnet_words
 from devsy.ssh.exec_terminal import resize_argv, telnet_busybox, under_terminal
 from devsy.ssh.tunnel import GatedInput, Tunnel
@@ -315,6 +316,11 @@ class ExecSession(_ChannelExec):
         except DevsyError as exc:
             # No exit status: the client reports a lost session and asks the workspace's state why.
             log.info("session %d: the exec failed: %s", self.channel.get_id(), exc.message)
+            self.channel.close()
+            return
+        except Exception as exc:  # untyped (an engine socket's OSError, a bug): the client must not wait for ever
+            log.error("session %d: the exec failed: %s: %s", self.channel.get_id(), type(exc).__name__,
+                      redact_text(str(exc), configured_secrets(values.values())))
             self.channel.close()
             return
         finally:
