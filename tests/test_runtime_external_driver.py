@@ -81,3 +81,25 @@ def test_invalid_info_is_refused_before_anything_is_touched(tmp_path: Path) -> N
         make_driver("external:devsy-fake-runtime",
                     {"DEVSY_FAKE_STATE_DIR": str(tmp_path), "DEVSY_FAKE_MODE": "malformed-info"})
     assert not list(tmp_path.iterdir())
+
+
+def test_grpc_is_loaded_only_once_the_provider_is_starting(tmp_path: Path) -> None:
+    """The host loads gRPC while the provider starts on another core, not before it (driver/external/driver.py):
+    making the external driver imports none of it; its first call launches the provider, loads gRPC and connects."""
+    import json
+    import subprocess
+    import sys
+
+    command = fake_command(tmp_path)
+    probe = ("import json, sys\n"
+             "from devsy.driver.external.driver import ExternalDriver\n"
+             "from devsy.runtime.host.launcher import ProviderCommand\n"
+             "def grpc_modules(): return sorted(m for m in sys.modules if m.startswith(('grpc', 'google.protobuf')))\n"
+             "driver = ExternalDriver('fake', ProviderCommand(binary=sys.argv[1], args=sys.argv[2:]))\n"
+             "before = grpc_modules()\n"
+             "driver.open_backend()\n"
+             "print(json.dumps([before, grpc_modules() != [], driver.description.capabilities.logs]))\n"
+             "driver.close()\n")
+    before, loaded, has_logs = json.loads(subprocess.run([sys.executable, "-c", probe, command.binary, *command.args],
+                                                         capture_output=True, check=True, timeout=120).stdout)
+    assert before == [] and loaded and has_logs

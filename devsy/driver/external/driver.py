@@ -12,16 +12,19 @@ from __future__ import annotations
 import atexit
 import threading
 from dataclasses import replace
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from devsy.driver.base import LABEL_PREFIX, Capabilities, ContainerDetails, ExecRequest, ExecResult, RunOptions
 from devsy.driver.reuse import MountPolicy, Ownership, check_reuse
 from devsy.errors import NotFound
-from devsy.runtime.host.client import RuntimeClient
 from devsy.runtime.wire.errors import ProviderUnavailable
-from devsy.runtime.host.info_check import ProviderDescription
 from devsy.runtime.host.launcher import ProviderCommand
-from devsy.runtime.host.plugin_client import LaunchOptions, PluginClient
+from devsy.runtime.host.provider_start import LaunchOptions, start_provider
+
+if TYPE_CHECKING:  # imported when the provider is launched (_launch), not with this module: see there
+    from devsy.runtime.host.client import RuntimeClient
+    from devsy.runtime.host.info_check import ProviderDescription
+    from devsy.runtime.host.plugin_client import PluginClient
 
 
 class ExternalDriver:
@@ -44,6 +47,8 @@ class ExternalDriver:
         with self._lock:
             if self._client is None:
                 plugin = self._launch()
+                from devsy.runtime.host.client import RuntimeClient  # loaded by _launch
+
                 client = RuntimeClient(plugin.stub, plugin.name, self.command.redactor())
                 try:
                     self._description = client.info(opt_in_on_run=True)
@@ -55,8 +60,19 @@ class ExternalDriver:
             return self._client
 
     def _launch(self) -> PluginClient:
-        """Start the provider (a remote machine provider reaches its runtime another way: driver/remote)."""
-        return PluginClient.launch(self.command, self._launch_options)
+        """Start the provider (a remote machine provider reaches its runtime another way: driver/remote).
+
+        gRPC and the protocol's modules are imported only once the provider is starting: a provider takes ~100 ms
+        to print its handshake line, and on another core that overlaps this process's ~50 ms of loading them, which
+        every external command used to pay first."""
+        started = start_provider(self.command, self._launch_options)
+        try:
+            from devsy.runtime.host.client import RuntimeClient  # noqa: F401 - loaded now, used by `client`
+            from devsy.runtime.host.plugin_client import PluginClient
+        except BaseException:
+            started.abandon()
+            raise
+        return PluginClient.connect(started, self._launch_options)
 
     @property
     def description(self) -> ProviderDescription:

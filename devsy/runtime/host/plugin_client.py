@@ -1,4 +1,5 @@
-"""Host side of the go-plugin handshake: launch a provider under the supervisor, read its line, dial, health-check.
+"""Host side of the go-plugin handshake: launch a provider under the supervisor (provider_start.py), read its line,
+dial, health-check.
 
 Every failure before the provider is usable is a typed error that names the provider (never its args or env) and
 carries the redacted tail of its stderr: CookieRejected, ProviderExited, HandshakeTimeout, HandshakeError,
@@ -7,42 +8,23 @@ IncompatibleVersion, ProviderUnavailable.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
-import tempfile
-from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devsy.errors import DevsyError
-from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS, \
-    ENV_SOCKET_DIR, HEALTH_SERVICE, is_not_a_plugin_refusal
-from devsy.runtime.wire.errors import CookieRejected, HandshakeTimeout, ProviderExited, ProviderLaunchError, \
-    ProviderUnavailable
+from devsy.runtime.wire.constants import HEALTH_SERVICE, is_not_a_plugin_refusal
+from devsy.runtime.wire.errors import CookieRejected, HandshakeTimeout, ProviderExited, ProviderUnavailable
 from devsy.runtime.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
 from devsy.runtime.wire.handshake import HandshakeLine, parse_line
 from devsy.runtime.host.launcher import ProviderCommand, SupervisedProvider
+# HandshakeConfig and LaunchOptions live beside the gRPC-free start; imported from here too, as they always were.
+from devsy.runtime.host.provider_start import HandshakeConfig, LaunchOptions, StartedProvider, start_provider  # noqa
 from devsy.runtime.host.stdio_forward import StdioForwarder
 from devsy.runtime.v1 import runtime_pb2_grpc
 
 _SUPERVISOR_EXIT_WAIT_S = 5.0
-
-
-@dataclass(frozen=True)
-class HandshakeConfig:
-    """Like go-plugin's HandshakeConfig: the cookie the host sends and the protocol versions it accepts."""
-
-    cookie_key: str = COOKIE_KEY
-    cookie_value: str = COOKIE_VALUE
-    protocol_versions: str = str(APP_PROTOCOL_VERSION)
-
-
-@dataclass(frozen=True)
-class LaunchOptions:
-    handshake_timeout: float = 60.0  # go-plugin's default start timeout
-    health_timeout: float = 10.0
-    handshake: HandshakeConfig = HandshakeConfig()
 
 
 def _with_tail(message: str, tail: str) -> str:
@@ -68,36 +50,26 @@ class PluginClient:
     @classmethod
     def launch(cls, command: ProviderCommand, options: LaunchOptions = LaunchOptions()) -> PluginClient:
         """Start the provider and return once it answers its health check; raises a typed error otherwise."""
-        resolved = shutil.which(command.binary)
-        if resolved is None:
-            raise ProviderLaunchError(f"provider executable {command.binary!r} was not found or is not executable",
-                                      hint="install the provider, or pass its full path")
-        command = dataclasses.replace(command, binary=resolved)
-        socket_dir = tempfile.mkdtemp(prefix="devsy-plugin-")  # 0700: only this user can reach the socket
-        transport = {options.handshake.cookie_key: options.handshake.cookie_value,
-                     ENV_PROTOCOL_VERSIONS: options.handshake.protocol_versions, ENV_SOCKET_DIR: socket_dir}
-        try:
-            provider = SupervisedProvider(command, transport)
-        except OSError as exc:
-            shutil.rmtree(socket_dir, ignore_errors=True)
-            raise ProviderLaunchError(f"cannot start the runtime supervisor for provider {command.name}: "
-                                      f"{exc.strerror or exc}", hint="check that devsy is installed intact") from exc
+        return cls.connect(start_provider(command, options), options)
+
+    @classmethod
+    def connect(cls, started: StartedProvider, options: LaunchOptions = LaunchOptions()) -> PluginClient:
+        """Complete the launch of a started provider: its handshake line, the channel, the health check."""
+        provider = started.provider
         try:
             line = cls._handshake(provider, options)
             channel = grpc.insecure_channel(f"unix:{line.address}")
-            client = cls(provider, socket_dir, line, channel)
+            client = cls(provider, started.socket_dir, line, channel)
             client._health_check(options.health_timeout)
             # At once: a go-plugin provider's stdout/stderr writes block until a host drains this stream.
-            client.stdio = StdioForwarder(channel, command.name, command.secrets())
+            client.stdio = StdioForwarder(channel, provider.command.name, provider.command.secrets())
             return client
         except DevsyError as exc:
-            provider.close()
-            shutil.rmtree(socket_dir, ignore_errors=True)
-            redact = command.redactor()  # a provider may echo its args or env in the line or on stderr
+            started.abandon()
+            redact = provider.command.redactor()  # a provider may echo its args or env in the line or on stderr
             raise type(exc)(redact(exc.message), hint=redact(exc.hint)) from exc.__cause__
         except BaseException:
-            provider.close()
-            shutil.rmtree(socket_dir, ignore_errors=True)
+            started.abandon()
             raise
 
     @staticmethod
