@@ -126,6 +126,43 @@ def test_an_agent_under_a_mount_is_always_checked_in_the_guest(devsy, ws_id, gue
     assert devsy.run("ssh", ws_id, "--command", "true").returncode == 0
 
 
+# A driver without a host view (devsy-provider-docker behind the protocol; MicroSandbox): a reused up checks in the
+# guest, the presence check and `agent setup` in one exec, with the architecture noted by the earlier up.
+
+EXTERNAL = ("--provider", "external-docker", *HOST_NET)
+
+
+@pytest.fixture
+def external_workspace(devsy, ws_id, guest_image, tmp_path):
+    project = make_project(tmp_path / "project", {"image": guest_image})
+    devsy.up(project, "--id", ws_id, *EXTERNAL)
+    return project
+
+
+def test_without_a_host_view_a_reused_up_checks_and_sets_up_in_one_exec(devsy, ws_id, external_workspace,
+                                                                          docker_client):
+    assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) == 1
+    result = devsy.run("ssh", ws_id, "--command", "echo in-guest")
+    assert (result.returncode, result.stdout) == (0, b"in-guest\n"), result.text
+
+
+@pytest.mark.parametrize("change", ["removed", "changed"])
+def test_without_a_host_view_an_agent_removed_or_changed_is_delivered_again(devsy, ws_id, external_workspace,
+                                                                           docker_client, agent_sha, change):
+    container = _container(docker_client, ws_id)
+    path = guest_agent_path(agent_sha)
+    _sh(container, f"rm -f {path}" if change == "removed" else f"printf x >> {path}")
+    assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) > 1
+    assert _sh(container, f"sha256sum {path} | cut -d' ' -f1") == agent_sha
+    assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) == 1
+
+
+def test_without_a_host_view_python3_removed_is_noticed(devsy, ws_id, external_workspace, docker_client):
+    _sh(_container(docker_client, ws_id), "rm -f /usr/bin/python3*")
+    assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) > 1
+    assert devsy.run("status", ws_id, "--json").json["workspace"]["ssh_path"] == "exec"
+
+
 # The host view itself, on a folder standing in for an instance's root (no engine needed to check these rules).
 
 GUEST = "/usr/local/lib/devsy/agent-x.pyz"

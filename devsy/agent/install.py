@@ -8,7 +8,8 @@ import io
 import json
 
 from devsy.agent.artifact import resolve_artifact
-from devsy.agent.delivery import DeliveryStrategy, StreamDelivery
+from devsy.agent.delivery import DeliveryStrategy, StreamDelivery, checked_then, guest_agent_path
+from devsy.agent.delivery_fault import DeliveryTrace
 from devsy.agent.errors import AgentUnsupported
 from devsy.agent.host_view import host_stamps, instance_identity, still_in_place
 from devsy.agent.note import AgentNote, Sessions, note_path, read_note, write_note
@@ -36,20 +37,37 @@ def install_agent(driver: Driver, workspace_id: str, paths: WorkspacePaths, prog
                   ledger: AttemptLedger | None = None, strategy: DeliveryStrategy | None = None,
                   cancel: CancelToken | None = None, instance: ContainerDetails | None = None) -> AgentNote:
     """Deliver (unless present) and set up the agent; raises AgentUnsupported when the guest cannot run it.
-    `instance` (the workspace's, as found): noted with the file's look from the host, for the next up (host_view.py)."""
+    `instance` (the workspace's, as found): noted with the file's look from the host, for the next up (host_view.py).
+    Where an earlier up set the agent up in this very instance, its architecture is known and the presence check
+    and the setup are one round trip; anything amiss there (absent, changed, no python3) takes the full path."""
     cancel = cancel or CancelToken()
-    arch = driver.target_architecture(workspace_id)
+    earlier = _noted_in(paths, instance)
+    arch = earlier.arch if earlier is not None else driver.target_architecture(workspace_id)
     artifact = resolve_artifact(arch)
     with progress.step(f"delivering the agent into workspace {workspace_id}"):
-        delivered = (strategy or StreamDelivery()).deliver(driver, workspace_id, artifact, cancel)
-        report = _setup(driver, workspace_id, delivered.guest_path, cancel)
-    note = AgentNote(guest_path=delivered.guest_path, sha256=delivered.sha256, python=str(report.get("python", "")),
-                     arch=arch)
+        guest_path = guest_agent_path(artifact.sha256)
+        report = None
+        if earlier is not None and earlier.sha256 == artifact.sha256:
+            report = _setup_if_present(driver, workspace_id, guest_path, artifact.sha256, cancel)
+        if report is None:
+            guest_path = (strategy or StreamDelivery()).deliver(driver, workspace_id, artifact, cancel).guest_path
+            report = _setup(driver, workspace_id, guest_path, cancel)
+    note = AgentNote(guest_path=guest_path, sha256=artifact.sha256, python=str(report.get("python", "")), arch=arch)
     guest_stamps = report.get("stamps")
-    if instance is not None and isinstance(guest_stamps, dict) and delivered.guest_path in guest_stamps:
+    if instance is not None and isinstance(guest_stamps, dict) and guest_path in guest_stamps:
         note = dataclasses.replace(note, instance=instance_identity(instance),
                                    stamps=host_stamps(instance, {str(k): str(v) for k, v in guest_stamps.items()}))
     _save_note(paths, note, ledger)
+    return note
+
+
+def _noted_in(paths: WorkspacePaths, instance: ContainerDetails | None) -> AgentNote | None:
+    """The note of an agent an earlier up set up in this very instance (None: none, or another instance)."""
+    if instance is None:
+        return None
+    note = read_note(paths)
+    if note is None or note.exec_sessions or not note.arch or note.instance != instance_identity(instance):
+        return None
     return note
 
 
@@ -103,17 +121,36 @@ def install_agent_for_up(driver: Driver, workspace_id: str, paths: WorkspacePath
 def _setup(driver: Driver, workspace_id: str, guest_path: str, cancel: CancelToken) -> dict:
     """Run `agent setup` once: unpacks its libraries and makes its host key now rather than in the first ssh; its
     report (python tag, stamps: see host_view.py), {} if it printed none this devsy can read."""
-    out, err = io.BytesIO(), io.BytesIO()
-    result = driver.exec(workspace_id, ExecRequest(argv=launch_argv(guest_path, "setup"), stdout=out, stderr=err,
-                                                   user="0", cancel=cancel))
-    message = err.getvalue().decode("utf-8", "replace").strip()[-500:]
-    if result.exit_code == 127:
+    code, out, message = _run_setup(driver, workspace_id, launch_argv(guest_path, "setup"), cancel)
+    if code == 127:
         raise AgentUnsupported("the workspace has no python3", hint="add python3 (>= 3.9) to the image")
-    if result.exit_code != 0:
-        raise AgentUnsupported(f"the agent cannot start in the workspace (exit {result.exit_code}): {message}",
+    if code != 0:
+        raise AgentUnsupported(f"the agent cannot start in the workspace (exit {code}): {message}",
                                hint="the agent needs python3 >= 3.9 on glibc x86_64/aarch64 in the image")
+    return _report(out)
+
+
+def _setup_if_present(driver: Driver, workspace_id: str, guest_path: str, sha256: str,
+                      cancel: CancelToken) -> dict | None:
+    """`agent setup` in the same exec as the check that the agent at `guest_path` is the one with `sha256`: its
+    report, or None whenever that exec did not succeed (then deliver() and _setup() say why, each in its own)."""
+    code, out, _ = _run_setup(driver, workspace_id, checked_then(guest_path, sha256, _LAUNCH, guest_path, "setup"),
+                              cancel)
+    if code != 0:
+        return None
+    DeliveryTrace.from_env().event("present", guest_path=guest_path, sha256=sha256)
+    return _report(out)
+
+
+def _run_setup(driver: Driver, workspace_id: str, argv: list[str], cancel: CancelToken) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.BytesIO()
+    result = driver.exec(workspace_id, ExecRequest(argv=argv, stdout=out, stderr=err, user="0", cancel=cancel))
+    return result.exit_code, out.getvalue(), err.getvalue().decode("utf-8", "replace").strip()[-500:]
+
+
+def _report(out: bytes) -> dict:
     try:
-        report = json.loads(out.getvalue())
+        report = json.loads(out)
     except ValueError:
         return {}
     return report if isinstance(report, dict) else {}
