@@ -76,7 +76,8 @@ def test_a_stopped_instance_is_started_and_its_agent_is_still_proven(devsy, ws_i
 def test_an_agent_removed_in_the_guest_is_delivered_again(devsy, ws_id, workspace, docker_client, agent_sha):
     container = _container(docker_client, ws_id)
     _sh(container, f"rm -f {guest_agent_path(agent_sha)}")
-    assert _up_counting_execs(devsy, workspace, ws_id, docker_client) > 0
+    # The host saw the change: straight to the check, the transfer and the setup (no one-exec attempt first).
+    assert _up_counting_execs(devsy, workspace, ws_id, docker_client) == 3
     assert _sh(container, f"sha256sum {guest_agent_path(agent_sha)} | cut -d' ' -f1") == agent_sha
 
 
@@ -152,7 +153,8 @@ def test_without_a_host_view_an_agent_removed_or_changed_is_delivered_again(devs
     container = _container(docker_client, ws_id)
     path = guest_agent_path(agent_sha)
     _sh(container, f"rm -f {path}" if change == "removed" else f"printf x >> {path}")
-    assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) > 1
+    # The one-exec attempt, then the check, the transfer and the setup.
+    assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) == 4
     assert _sh(container, f"sha256sum {path} | cut -d' ' -f1") == agent_sha
     assert _up_counting_execs(devsy, external_workspace, ws_id, docker_client) == 1
 

@@ -69,10 +69,10 @@ for old in "$1"/agent-*.pyz; do [ "$old" = "$2" ] || rm -f "$old"; done  # earli
 
 
 def checked_then(path: str, sha256: str, script: str, *args: str) -> list[str]:
-    """The exec argv that checks the agent at `path` as deliver() does (exit 10: absent, 11: another file, 12: no way
-    to tell), then, only when it is the one with `sha256`, runs the shell `script` with `args` as its $1...: a check
-    and what follows it in one round trip."""
-    return ["/bin/sh", "-c", _SHA + _CHECK + "shift 2\n" + script, "devsy-check", path, sha256, *args]
+    """The exec argv that checks the agent at `path` as deliver() does, then, only when it is the one with `sha256`,
+    runs the shell `script` with `args` as its $1...: a check and what follows it in one round trip. Only exit 0
+    means anything (both passed): `script` may exit with the check's own codes."""
+    return ["/bin/sh", "-c", _CHECK + "shift 2\n" + script, "devsy-check", path, sha256, *args]
 
 
 def guest_agent_path(sha256: str) -> str:

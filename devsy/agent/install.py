@@ -62,13 +62,14 @@ def install_agent(driver: Driver, workspace_id: str, paths: WorkspacePaths, prog
 
 
 def _noted_in(paths: WorkspacePaths, instance: ContainerDetails | None) -> AgentNote | None:
-    """The note of an agent an earlier up set up in this very instance (None: none, or another instance)."""
+    """The note of an agent an earlier up set up in this very instance, where only a look in the guest can tell
+    whether it is still in place (None: none, another instance, or the host's view already saw a change)."""
     if instance is None:
         return None
     note = read_note(paths)
     if note is None or note.exec_sessions or not note.arch or note.instance != instance_identity(instance):
         return None
-    return note
+    return None if note.guest_path in note.stamps else note
 
 
 def agent_in_place(paths: WorkspacePaths, instance: ContainerDetails) -> bool:
