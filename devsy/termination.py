@@ -20,15 +20,20 @@ callback: OpenSSH hanging up `devsy ssh --stdio` hung it that way). A poll loop 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from devsy.redaction import redact_text
+
 Handler = Callable[[int, Any], None]
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+log = logging.getLogger("devsy.termination")
 
 # How long leaving `cancelling` waits for a cancel its watcher thread is still running (a kill of the command's tree).
 _WATCHER_JOIN_S = 10.0
@@ -127,4 +132,7 @@ def cancelling(signums: Iterable[int], cancel: Callable[[], None], *,
 
 def _cancel_on_wake(wake_r: int, cancel: Callable[[], None]) -> None:
     while os.read(wake_r, 64):
-        cancel()
+        try:
+            cancel()
+        except Exception as exc:  # noqa: BLE001 - a failed callback must not leave later signals unheard
+            log.error("cancelling on a signal failed: %s: %s", type(exc).__name__, redact_text(str(exc)))

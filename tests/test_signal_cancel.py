@@ -6,10 +6,22 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+
+import pytest
 
 from devsy import termination
 from devsy.cli.commands import cancellable
 from devsy.driver.base import CancelToken
+
+
+@pytest.fixture(autouse=True)
+def sighup_default():
+    """SIGHUP as a terminal's process has it: a runner started under nohup hands it down ignored, and an ignored
+    signal stays ignored (the last test)."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, previous)
 
 
 def test_a_signal_while_the_main_thread_holds_the_tokens_lock_cancels_once_it_is_released() -> None:
@@ -35,13 +47,28 @@ def test_a_command_hung_up_while_unsubscribing_ends_as_hung_up() -> None:
     assert cancellable(run) == 128 + signal.SIGHUP
 
 
+def test_a_failed_cancel_leaves_later_signals_heard(caplog) -> None:
+    calls: list[threading.Event] = [threading.Event(), threading.Event()]
+
+    def cancel() -> None:
+        first = not calls[0].is_set()
+        calls[0 if first else 1].set()
+        if first:
+            raise OSError("the first cancel failed")
+
+    with termination.cancelling((signal.SIGHUP,), cancel) as received:
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert calls[0].wait(10)  # the first cancel ran (and failed) before the second signal
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert calls[1].wait(10)
+    assert received == [signal.SIGHUP, signal.SIGHUP]
+    assert "cancelling on a signal failed: OSError: the first cancel failed" in caplog.text
+
+
 def test_a_signal_inherited_as_ignored_stays_ignored() -> None:
     token = CancelToken()
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        with termination.cancelling((signal.SIGHUP,), token.cancel) as received:
-            os.kill(os.getpid(), signal.SIGHUP)
-        assert received == [] and not token.is_cancelled()
-        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with termination.cancelling((signal.SIGHUP,), token.cancel) as received:
+        os.kill(os.getpid(), signal.SIGHUP)
+    assert received == [] and not token.is_cancelled()
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN

@@ -86,7 +86,8 @@ class Master:
         self._state = threading.Condition()  # guards _active and _idle_since; notified when a client is done
         self._active = 0
         self._idle_since = time.monotonic()
-        self._exit = threading.Event()
+        # A plain flag, not an Event: SIGTERM's handler sets it, and a handler must take no lock (termination.py).
+        self._exiting = False
         self._wake_r, self._wake_w = os.pipe()
 
     # -- connections to the agent -----------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class Master:
         accepting = True
         with self._state:
             self._idle_since = time.monotonic()  # not since __init__: connecting to the agent may have taken long
-        while not self._exit.is_set():
+        while not self._exiting:
             with self._state:
                 timeout = None if self._active else max(0.0, self._idle_since + persist_s - time.monotonic())
             ready, _, _ = select.select([listener, self._wake_r] if accepting else [self._wake_r], [], [], timeout)
@@ -237,7 +238,7 @@ class Master:
         if end is None:
             return {"op": "end", "cancelled": True}
         if end.exit_code is None and not end.signal:  # the connection to the agent broke under the session
-            lost = lost_session_error(self.ws, connection, master_exiting=self._exit.is_set())
+            lost = lost_session_error(self.ws, connection, master_exiting=self._exiting)
             log.warning("a session ended without an exit status: %s", redact(lost.message))
             return _error_reply(lost, redact)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
@@ -276,7 +277,8 @@ class Master:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def request_exit(self) -> None:
-        self._exit.set()
+        """Stop serving (safe in a signal handler: a flag and a write to the wake pipe)."""
+        self._exiting = True
         self._wake()
 
     def _wake(self) -> None:
@@ -402,12 +404,16 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(threadName)s %(levelname)s %(message)s")
     stderr = _Stderr(startup)
     master: Master | None = None
-    # Serving, SIGTERM asks the loop to exit (signal-safe: an event and a pipe); starting, it cancels the start-up
-    # from a watcher thread, and this handler is the one `cancelling` puts back, so no SIGTERM falls between the two.
-    signal.signal(signal.SIGTERM, lambda *_: master.request_exit() if master else None)
+    # Serving, SIGTERM asks the loop to exit (request_exit); starting, it cancels the start-up from a watcher thread.
+    # This handler is the one `cancelling` puts back, and one that came before `cancelling` took over is noted, so
+    # no SIGTERM falls between the two.
+    early: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: master.request_exit() if master else early.append(signum))
     starting = CancelToken()
     try:
         with termination.cancelling((signal.SIGTERM,), starting.cancel, keep_ignored=False) as stopped:
+            if early:
+                starting.cancel()
             persist_s = persist_seconds()
             ws = open_workspace(args.home, args.workspace)
             master = Master(ws, stderr, starting)
@@ -421,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     stderr.switch_to_log()
     log.info("serving workspace %s (pid %d)", ws.record.id, os.getpid())
     _report(ready_fd, {"ok": True})
-    if stopped:  # asked to stop while starting, after the point where that cancelled anything
+    if stopped or early:  # asked to stop while starting, after the point where that cancelled anything
         master.request_exit()
     try:
         master.serve(listener, persist_s)
