@@ -66,17 +66,24 @@ def _scenarios_dir() -> Path | None:
     return Path(spec.origin).parent.resolve() if spec and spec.origin else None
 
 
-@pytest.hookimpl(tryfirst=True)
-def _restore_sigint() -> None:
-    """A shell starts a background job with SIGINT ignored (POSIX, without job control), and every child inherits
-    that: the cases that send devsy a Ctrl-C would then wait on a devsy that cannot hear it. Python's own handler
-    is put back, so the devsy processes the cases start get the default disposition, as from a terminal."""
+def _not_ignored_in_children() -> None:
+    """A shell starts a background job with SIGINT ignored (POSIX, without job control), `nohup` ignores SIGHUP, and
+    every child inherits that: the tests and cases that send devsy a Ctrl-C or a hang-up would then wait on a devsy
+    that cannot hear it (devsy keeps an inherited SIG_IGN, termination.py). SIGINT gets Python's own handler back;
+    SIGHUP a handler that does nothing, so this run still outlives its terminal as asked. A handler, unlike SIG_IGN,
+    is reset to the default by exec: the processes the run starts get the disposition they would from a terminal."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _outlive_hang_up)
+
+
+def _outlive_hang_up(_signum: int, _frame: object) -> None:
+    """nohup's choice for this process, kept without handing SIG_IGN down (see above)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _restore_sigint()
+    _not_ignored_in_children()
     config.addinivalue_line("markers", f"{CASE_MARKER}(case_id): a catalogue scenario (suite/case in the manifest)")
     options = parse_options(config)
     session = build_session(config, options, _scenarios_dir())
