@@ -45,6 +45,9 @@ class GatedInput(io.RawIOBase):
         self._wake_r, self._wake_w = os.pipe()
         self._wake_lock = threading.Lock()  # written from other threads, closed by dispose()
         self._wake_open = True
+        # Held by read1 while it polls and reads: dispose() takes it, so once dispose returns no read is under way
+        # and the caller may close `fd` (a driver's stdin copier can still be in read1 when its exec returns).
+        self._reading = threading.Lock()
 
     def readable(self) -> bool:
         return True
@@ -64,6 +67,10 @@ class GatedInput(io.RawIOBase):
         """Up to `size` bytes once the gate is open; b"" when closed or at end of input. The driver calls this
         (rather than readinto) when it exists, which saves two copies of every chunk."""
         size = min(size if size > 0 else _CHUNK, _CHUNK)
+        with self._reading:
+            return self._read1(size)
+
+    def _read1(self, size: int) -> bytes:
         while not self._closing.is_set():
             if self._gate.is_set():
                 pending = self._take_pending(size)
@@ -109,9 +116,10 @@ class GatedInput(io.RawIOBase):
         super().close()
 
     def dispose(self) -> None:
-        """Release the wake pipe, once exec has returned (its stdin copier no longer reads)."""
+        """Release the wake pipe once exec has returned. A copier still in read1 is woken by the close and left to
+        return first: from then on nothing reads `fd`, which the caller may close."""
         self.close()
-        with self._wake_lock:
+        with self._reading, self._wake_lock:
             if self._wake_open:
                 self._wake_open = False
                 os.close(self._wake_r)
