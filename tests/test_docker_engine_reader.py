@@ -4,7 +4,6 @@ its errors against sockets that are no engine, and the commands that only look a
 from __future__ import annotations
 
 import contextlib
-import re
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from devsy.driver.docker.driver import DockerDriver
 from devsy.driver.docker.engine import engine_address
 from devsy.driver.docker.engine_reader import EngineReader, local_socket
 from devsy.errors import BackendUnavailable, DriverError
-from helpers.cli import HOST_NET
+from helpers.cli import HOST_NET, imported_modules
 
 
 def _engine_socket() -> str:
@@ -223,11 +222,6 @@ def test_the_sdk_client_is_made_once_when_threads_ask_together(monkeypatch):
     assert len(made) == 1 and len(clients) == 8 and all(client is made[0] for client in clients)
 
 
-def _imported_modules(stderr: bytes) -> set[str]:
-    """The modules a run imported, from its PYTHONPROFILEIMPORTTIME lines."""
-    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)$", stderr.decode(), re.MULTILINE))
-
-
 def test_commands_that_only_look_do_not_import_the_sdk(devsy, ws_id, guest_image):
     devsy.up(guest_image, "--id", ws_id, *HOST_NET)
     profile = {"PYTHONPROFILEIMPORTTIME": "1"}
@@ -236,12 +230,12 @@ def test_commands_that_only_look_do_not_import_the_sdk(devsy, ws_id, guest_image
     status = devsy.run("status", ws_id, "--json", extra_env=profile)
     assert status.returncode == 0 and status.json["workspace"]["status"] == "running"
     for result in (reused, status):
-        modules = _imported_modules(result.stderr)
+        modules = imported_modules(result.stderr)
         assert "devsy.driver.docker.engine_reader" in modules  # the profile did cover the command
         assert not {"docker", "requests", "urllib3"} & modules
     # A command that changes the instance does take the SDK; the reader then sees the instance stopped.
     stopped = devsy.run("stop", ws_id, "--json", extra_env=profile)
-    assert stopped.returncode == 0 and "docker" in _imported_modules(stopped.stderr)
+    assert stopped.returncode == 0 and "docker" in imported_modules(stopped.stderr)
     assert devsy.run("status", ws_id, "--json").json["workspace"]["status"] == "stopped"
 
 

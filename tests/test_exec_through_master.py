@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env
+from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env, imported_modules
 from helpers.projects import make_project
 
 from devsy.agent.guest.channel_requests import parse_argv_request
@@ -32,7 +32,7 @@ def _both(devsy: DevsyCli, *args: str, **env: str):
     return devsy.run(*args, extra_env=env or None), devsy.run(*args, extra_env={**DRIVER, **env})
 
 
-@pytest.mark.parametrize("flags, command", [
+_PARITY = pytest.mark.parametrize("flags, command", [
     ((), ("sh", "-c", "env | LC_ALL=C sort")),
     ((), ("sh", "-c", "pwd; id; umask")),
     ((), ("printf", "%s|", "a b", "$HOME", "*", "")),
@@ -40,6 +40,11 @@ def _both(devsy: DevsyCli, *args: str, **env: str):
     (("-u", "root"), ("sh", "-c", "id -un; echo $HOME")),
     (("-e", "FOO=bar baz", "-e", "HOME=/elsewhere"), ("sh", "-c", 'echo "$FOO|$HOME"')),
 ], ids=["env", "pwd-id", "argv-bytes", "workdir", "user", "env-option"])
+PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}
+DRIVER_MODULES = {"devsy.driver.docker.driver", "docker"}  # what this process imports to run a driver exec itself
+
+
+@_PARITY
 def test_the_master_path_gives_what_the_driver_exec_gives(devsy: DevsyCli, running_workspace: str, flags,
                                                           command) -> None:
     through_master, through_driver = _both(devsy, "exec", *flags, running_workspace, "--", *command)
@@ -57,13 +62,49 @@ def test_the_command_is_the_agents_child(devsy: DevsyCli, running_workspace: str
     assert b"ssh-server" not in through_driver.stdout, through_driver.text
 
 
-def test_a_numeric_remote_user_takes_the_driver_exec(devsy: DevsyCli, ws_id: str, guest_image: str,
-                                                     tmp_path: Path) -> None:
-    """A remoteUser that is a uid without a passwd entry: the engine runs as it, the agent could not."""
+def test_a_numeric_remote_user_takes_the_masters_driver_exec(devsy: DevsyCli, ws_id: str, guest_image: str,
+                                                             tmp_path: Path) -> None:
+    """A remoteUser that is a uid without a passwd entry: the engine runs as it, the agent could not. The master
+    runs the driver's exec (mux/driver_session.py): this process loads no driver."""
     devsy.up(make_project(tmp_path / "uid-user", {"image": guest_image, "remoteUser": "4321"}), "--id", ws_id,
              *HOST_NET)
-    result = devsy.run("exec", ws_id, "--", "id", "-u")
+    result = devsy.run("exec", ws_id, "--", "id", "-u", extra_env=PROFILE)
     assert (result.returncode, result.stdout) == (0, b"4321\n"), result.text
+    assert not DRIVER_MODULES & imported_modules(result.stderr) and _masters(devsy)
+
+
+@_PARITY
+def test_without_an_agent_the_master_runs_what_the_driver_exec_runs(devsy: DevsyCli, exec_workspace: str, flags,
+                                                                    command) -> None:
+    """A guest without python3 has no agent: the master runs the argv with its driver, as this process would."""
+    through_master, through_driver = _both(devsy, "exec", *flags, exec_workspace, "--", *command)
+    assert through_master.returncode == 0, through_master.text
+    assert (through_master.returncode, through_master.stdout, through_master.stderr) == \
+        (through_driver.returncode, through_driver.stdout, through_driver.stderr)
+    assert _masters(devsy), "the first path did not go through an SSH master"
+
+
+def test_without_an_agent_the_client_loads_no_driver(devsy: DevsyCli, exec_workspace: str) -> None:
+    """The parity cases above would pass with the client's own driver exec too (the master once answered `direct`):
+    this one shows the master ran them. Stdin, stdout and stderr are the client's, byte for byte."""
+    data = os.urandom(3 << 20) + bytes(range(256))
+    result = devsy.run("exec", exec_workspace, "--", "sh", "-c", "sha256sum; echo err >&2; exit 3", input=data,
+                       extra_env=PROFILE)
+    assert result.returncode == 3, result.text
+    assert result.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+    assert b"\nerr\n" in b"\n" + result.stderr
+    assert not DRIVER_MODULES & imported_modules(result.stderr) and _masters(devsy)
+    assert "devsy.ssh.mux.client" in imported_modules(result.stderr)  # the profile did cover the command
+
+
+def test_without_an_agent_what_cannot_start_exits_as_the_driver_exec_says(devsy: DevsyCli,
+                                                                          exec_workspace: str) -> None:
+    for args in (["-w", "/no/such/dir", exec_workspace, "true"], [exec_workspace, "no-such-command"],
+                 [exec_workspace, "sh", "-c", "kill -TERM $$"], [exec_workspace, "sh", "-c", "exit 7"]):
+        through_master, through_driver = _both(devsy, "exec", *args)
+        assert (through_master.returncode, through_master.stdout) == \
+            (through_driver.returncode, through_driver.stdout), (args, through_master.text, through_driver.text)
+        assert through_master.returncode != 0, args
 
 
 def test_argv_bytes_that_are_not_utf8_arrive_exactly(devsy: DevsyCli, running_workspace: str) -> None:
@@ -159,15 +200,17 @@ def test_nohup_devsy_exec_outlives_its_terminal(devsy: DevsyCli, running_workspa
     assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
 
 
+@pytest.mark.parametrize("workspace", ["running_workspace", "exec_workspace"], ids=["agent", "no-agent"])
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 @pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
-def test_output_whose_reader_is_gone_ends_like_a_pipeline(devsy: DevsyCli, running_workspace: str, mux_env,
+def test_output_whose_reader_is_gone_ends_like_a_pipeline(request, devsy: DevsyCli, workspace: str, mux_env,
                                                           stream: str) -> None:
     """`devsy exec WS yes | head -1` exits 141 (128 + SIGPIPE) on either path, as `yes | head -1` does; the driver
     path once said 130, a Ctrl-C's status. The command ends too: the pipeline returns."""
+    ws = request.getfixturevalue(workspace)
     redirect = "" if stream == "stdout" else ">&2"
     piped = "" if stream == "stdout" else "2>&1 >/dev/null"
-    result = subprocess.run(["bash", "-c", f"{' '.join(DEVSY)} exec {running_workspace} -- sh -c 'yes {redirect}' "
+    result = subprocess.run(["bash", "-c", f"{' '.join(DEVSY)} exec {ws} -- sh -c 'yes {redirect}' "
                                            f"{piped} | head -1; echo \"status ${{PIPESTATUS[0]}}\""],
                             capture_output=True, timeout=60, env=cli_env(devsy, **mux_env))
     assert result.stdout == b"y\nstatus 141\n", result

@@ -35,9 +35,10 @@ _PATHS = {"agent": ("running_workspace", "running-project", 'python3 -c "import 
           "exec": ("exec_workspace", "no-python", 'sh -c "sleep 4242; :"')}
 
 
+@pytest.mark.parametrize("client", ["ssh", "exec"])
 @pytest.mark.parametrize("path", sorted(_PATHS))
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_cancel_kills_the_ready_tree_not_the_instance(request, devsy, docker_client, tmp_path, signum, path):
+def test_cancel_kills_the_ready_tree_not_the_instance(request, devsy, docker_client, tmp_path, signum, path, client):
     fixture, project, child = _PATHS[path]
     running_workspace = request.getfixturevalue(fixture)
     container = _container(docker_client, running_workspace)
@@ -49,7 +50,10 @@ def test_cancel_kills_the_ready_tree_not_the_instance(request, devsy, docker_cli
     # The nonce rides in argv (root may not read another user's environ without CAP_SYS_PTRACE): in the shell's
     # `-c` text and as an argument of its child.
     command = f': {nonce}; {child} {nonce} & echo "ready $$ $!"; wait'
-    proc = subprocess.Popen([*DEVSY, "ssh", running_workspace, "--command", command], stdin=subprocess.DEVNULL,
+    # `devsy exec` without an agent in the guest: the SSH master's driver exec (mux/driver_session.py).
+    argv = ["ssh", running_workspace, "--command", command] if client == "ssh" else \
+        ["exec", running_workspace, "--", "sh", "-c", command]
+    proc = subprocess.Popen([*DEVSY, *argv], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(devsy))
     try:
         line = read_line(proc.stdout)

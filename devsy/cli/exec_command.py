@@ -1,13 +1,14 @@
 """`devsy exec`, kept apart from the other commands (as `devsy ssh` is, ssh_command.py) so that its common path imports
-almost nothing: where devsy's agent serves the workspace's sessions, the command runs through the workspace's SSH
-master as an argv session (mux/protocol.py): that argv exactly, no shell, in the workdir, with the environment a
-driver's exec gives it, remoteEnv included. A command then starts in tens of milliseconds; the driver path
-(cli/commands.py) first imports the driver and its engine client, and a Docker exec costs three API round trips.
+almost nothing: the command runs through the workspace's SSH master as an argv session (mux/protocol.py): that argv
+exactly, no shell, in the workdir, with the environment a driver's exec gives it, remoteEnv included. The master runs
+it through the agent, or with its own driver's exec where the agent cannot stand in for the engine (the guest has no
+agent; the record's remoteUser is a bare uid: mux/driver_session.py). A command then starts in tens of milliseconds;
+the driver path here (cli/commands.py) first imports the driver and its engine client (or launches an external
+provider), and a Docker exec costs three API round trips.
 
-The driver's exec runs it instead with DEVSY_SSH_MUX=0, for a user the agent could not take exactly as the engine
-does (a bare uid, or USER:GROUP: as --user here, as the record's remoteUser in the master), where the guest cannot
-run the agent or runs one older than argv sessions (the master says `direct`), and in the cases the master path
-leaves to the full path (no record, say), which owns their errors.
+This process runs the driver's exec itself with DEVSY_SSH_MUX=0, for a --user the agent could not take exactly as the
+engine does (a bare uid, or USER:GROUP), where the guest runs an agent older than argv sessions (the master says
+`direct`), and in the cases the master path leaves to the full path (no record, say), which owns their errors.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,3 +69,8 @@ class DevsyCli:
 def cli_env(devsy: DevsyCli, **extra: str) -> dict[str, str]:
     """The environment `devsy.run` uses, for tests that start the CLI with subprocess.Popen themselves."""
     return devsy_env(devsy.home, devsy.ssh_config, {**devsy.env, **extra})
+
+
+def imported_modules(stderr: bytes) -> set[str]:
+    """The modules a devsy run imported, from the lines PYTHONPROFILEIMPORTTIME=1 made it write on stderr."""
+    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)$", stderr.decode(), re.MULTILINE))

@@ -33,7 +33,7 @@ from typing import Any
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy import termination
 from devsy.agent.guest.channel_requests import ArgvRefused, send_signal
-from devsy.devcontainer.session_env import ssh_env, workspace_session_env
+from devsy.devcontainer.session_env import SessionEnv, ssh_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, exec_target, open_workspace
 from devsy.driver.base import CancelToken
 from devsy.errors import DevsyError, WorkspaceNotFound
@@ -41,6 +41,7 @@ from devsy.progress import Progress
 from devsy.redaction import REDACT_ENV, RedactingWriter, Redactor, configured_secrets
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
 from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
+from devsy.ssh.mux.driver_session import run_with_driver
 from devsy.ssh.mux.protocol import (MessageStream, ProtocolError, agent_takes_user, master_address, peer_pid_checked,
                                     persist_seconds)
 from devsy.ssh.mux.spawn import master_log
@@ -197,12 +198,14 @@ class Master:
         redact = _session_redactor(message)
         try:
             try:
-                request, user = self._request(message, lambda text: watch.send({"op": "warning",
-                                                                                 "message": redact(text)}))
+                request, user, remote = self._request(message, lambda text: watch.send({"op": "warning",
+                                                                                         "message": redact(text)}))
+                if request.argv is not None and self._by_driver(user):
+                    handed_over = True
+                    return self._run_by_driver(watch, message, request, user, remote, stdin, stdout_fd, stderr_fd,
+                                               redact)
                 connection = self.connection(user)
                 channel = open_channel(connection.transport, request)
-            except _DriverExec:
-                return {"op": "direct"}
             except SessionNotOpened as exc:
                 return _error_reply(exc, redact, retry=True)
             except DevsyError as exc:
@@ -243,11 +246,28 @@ class Master:
             return _error_reply(lost, redact)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
 
-    def _request(self, message: dict, warn: Callable[[str], None]) -> tuple[SessionRequest, str]:
-        """The session's request to the agent and the user it runs as, made here as `devsy ssh` and `devsy exec`
-        without a master make theirs: the workspace's remoteEnv (devcontainer.json re-read now, ${localEnv:...}
-        from the client's environment) under the client's --env; for an argv (`devsy exec`), the record's user and
-        workspace folder unless given. The record is re-read too: a later `up` may have changed what it holds."""
+    def _run_by_driver(self, watch: _Watch, message: dict, request: SessionRequest, user: str, remote: SessionEnv,
+                       stdin: Any, stdout_fd: int, stderr_fd: int, redact: Callable[[str], str]) -> dict:
+        """An argv session through the driver's exec (mux/driver_session.py); the descriptors are closed by the
+        reply."""
+        explicit = _strings(message.get("env"), "env")
+        try:
+            return run_with_driver(self.ws, request.argv or [], user, request.workdir, explicit, remote, stdin,
+                                   stdout_fd, stderr_fd, watch.cancel, started=lambda: watch.send({"op": "started"}))
+        except DevsyError as exc:
+            return _error_reply(exc, redact)
+
+    def _by_driver(self, user: str) -> bool:
+        """Whether an argv session as `user` is the driver's exec: the guest has no agent (every session here is a
+        driver exec), or the user is a form only the engine reads (the record's remoteUser may be a bare uid)."""
+        return self._agent.exec_sessions() or not agent_takes_user(user)
+
+    def _request(self, message: dict, warn: Callable[[str], None]) -> tuple[SessionRequest, str, SessionEnv]:
+        """The session's request to the agent, the user it runs as and the workspace's session env, made here as
+        `devsy ssh` and `devsy exec` without a master make theirs: the workspace's remoteEnv (devcontainer.json
+        re-read now, ${localEnv:...} from the client's environment) under the client's --env; for an argv (`devsy
+        exec`), the record's user and workspace folder unless given. The record is re-read too: a later `up` may have
+        changed what it holds."""
         record = load_record(self.ws.paths)
         if record is None or record.uid != self.ws.record.uid:
             raise WorkspaceNotFound(f"workspace {self.ws.record.id} was deleted or recreated under this SSH master",
@@ -258,17 +278,13 @@ class Master:
         if argv is not None:
             if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
                 raise ProtocolError("a session argv that is not a non-empty list of strings")
-            if self._agent.exec_sessions():
-                raise _DriverExec  # every session here is a driver exec: the client's own is as good, and exact
             user, workdir = exec_target(ws, user, str(message.get("workdir") or ""))
-            if not agent_takes_user(user):  # the record's remoteUser may be a bare uid too
-                raise _DriverExec
         remote = workspace_session_env(record, ws.paths, lambda: ws.driver, user,
                                        local_env=_strings(message.get("local_env"), "local_env"), warn=warn)
         request = SessionRequest(command=message.get("command"), env=ssh_env(remote, explicit), argv=argv,
                                  workdir=workdir,
                                  pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty else None)
-        return request, user or record.remote_user or "root"
+        return request, user or record.remote_user or "root", remote
 
     def wait_for_sessions(self, timeout: float) -> None:
         """On exit: give the sessions that are ending (their connection closed) a bounded moment to reply."""
@@ -335,11 +351,6 @@ def _kill_session(channel: Any) -> None:
     if not channel.status_event.wait(CONFIRM_KILL_S):
         log.warning("the agent did not confirm the kill of channel %d within %gs", channel.get_id(), CONFIRM_KILL_S)
     channel.close()
-
-
-class _DriverExec(Exception):
-    """An argv session the agent cannot run as the engine would (no agent in the guest; a user only the engine
-    reads): the client runs its driver exec itself (`direct`)."""
 
 
 def _error_reply(exc: DevsyError, redact: Callable[[str], str] = str, retry: bool = False) -> dict:

@@ -5,10 +5,10 @@ agent, and each `devsy ssh` asks it for a session, handing over its own stdin/st
 (SCM_RIGHTS), so the master reads and writes them directly: no extra copy of the bytes through this process.
 
 Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors),
-`resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent: from
-then on it may run), then `end`; or `error` (with `retry` when nothing was started); `direct` (run this `devsy exec`
-with the driver instead: nothing ran, even when it comes after `started`, as the agent refused the argv); `warning`
-(for the client to print); `bye`, `pong`. A client retries on a new master only when its master went away (or was
+`resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent, or
+to the master's driver: from then on it may run), then `end`; or `error` (with `retry` when nothing was started);
+`direct` (run this `devsy exec` with the driver instead: nothing ran, even when it comes after `started`, as an agent
+older than argv sessions refused the argv); `warning` (for the client to print); `bye`, `pong`. A client retries on a new master only when its master went away (or was
 killed as wedged) before `started`: a command must never run twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
 
 A `session` names a `command` (None: the login shell) or, for `devsy exec`, an `argv` and `workdir`; `user` and

@@ -1,0 +1,81 @@
+"""An argv session (`devsy exec`) the SSH master runs with the workspace's driver instead of through the agent.
+
+That is the engine's exec, which the agent cannot stand in for: where the guest cannot run the agent (no python3:
+its `devsy ssh` sessions are exec sessions too), where the record's remoteUser is a form only the engine reads (a
+bare uid), and where the agent in the guest predates argv sessions. The client could run the same exec itself
+(cli/commands.py exec_with_driver), but it would first pay for a driver of its own: the engine client's import, or
+an external provider's launch and handshake. The master's driver is already open.
+
+The request is the one `devsy exec`'s driver path makes (workspace/operations.py exec_command): the record's user
+and folder unless given, remoteEnv under --env. The command reads the client's stdin and writes to its stdout and
+stderr directly (the descriptors it handed over); the reply gives the status the driver path would exit with.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from typing import BinaryIO, cast
+
+from devsy.devcontainer.session_env import SessionEnv, apply_to_exec
+from devsy.driver.base import CancelToken, ExecRequest
+from devsy.exit_status import shell_status
+from devsy.reader_gone import WatchedOutput
+from devsy.ssh.client import write_all
+from devsy.ssh.tunnel import GatedInput
+from devsy.workspace.operations import OpenWorkspace
+
+
+class _FdOutput(io.RawIOBase):
+    """A client's output descriptor as the driver's stream: every byte written (a short write is continued), as the
+    agent path writes it (ssh/client.py)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        write_all(self._fd, data)
+        return len(data)
+
+
+def run_with_driver(ws: OpenWorkspace, argv: list[str], user: str, workdir: str, env: dict[str, str],
+                    remote: SessionEnv, stdin: BinaryIO | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken,
+                    started: Callable[[], None]) -> dict:
+    """Run `argv` (as `user` in `workdir`, `env` over the session's `remote` env) with the workspace's driver and
+    return the master's reply. `started` is called just before the command goes to the driver. The descriptors
+    are this function's: they are closed when it returns, and nothing reads or writes them after that. A DevsyError
+    from the driver is raised after that cleanup."""
+    # No fileno: the driver reads through read1, whose blocked read dispose() wakes; so this function, not a copier
+    # the driver may leave behind, decides when the client's stdin is closed.
+    gated = GatedInput(stdin.fileno()) if stdin is not None else None
+    if gated is not None:
+        gated.open_gate()
+    stdout, stderr = WatchedOutput(_FdOutput(stdout_fd)), WatchedOutput(_FdOutput(stderr_fd))  # type: ignore[arg-type]
+    request = ExecRequest(argv=list(argv), stdin=cast(BinaryIO, gated), owns_stdin=True,
+                          stdout=cast(BinaryIO, stdout), stderr=cast(BinaryIO, stderr), user=user, workdir=workdir,
+                          env=dict(env), cancel=cancel)
+    apply_to_exec(request, remote)
+    try:
+        if cancel.is_cancelled():
+            return {"op": "end", "cancelled": True}
+        started()
+        result = ws.driver.exec(ws.record.id, request)
+    finally:
+        if gated is not None:
+            gated.dispose()
+        if stdin is not None:
+            stdin.close()
+        os.close(stdout_fd)
+        os.close(stderr_fd)
+    # Read before the cancellation: a driver ends a command whose reader went away as cancelled.
+    if stdout.reader_gone or stderr.reader_gone:
+        return {"op": "end", "exit_code": None, "signal": "PIPE", "broken_pipe": True}
+    if cancel.is_cancelled():
+        return {"op": "end", "cancelled": True}
+    # The status as a shell gives it (what `devsy exec`'s driver path exits with), whatever the signal's name.
+    return {"op": "end", "exit_code": shell_status(result), "signal": ""}
