@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,27 @@ def test_kill_tree_kills_the_rest_of_a_tree_with_a_member_it_may_not_signal(chil
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(middle).kill()
+
+
+def test_wait_child_returns_the_exit_code_and_reaps(children) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(7)"], stdin=subprocess.PIPE,
+                            start_new_session=True)
+    children.append(proc)
+    assert process_tree.wait_child(proc, 0.05) is None  # still reading: a timeout, and it runs on
+    assert proc.returncode is None and _running(proc.pid)
+    proc.stdin.close()
+    assert process_tree.wait_child(proc, 30) == 7
+    assert proc.returncode == 7 and not Path(f"/proc/{proc.pid}").exists()  # reaped: no zombie left
+    assert process_tree.wait_child(proc, 30) == 7  # already reaped: the code it had
+
+
+def test_wait_child_takes_the_code_another_thread_reaped(children) -> None:
+    """A child another thread is reaping (Popen.wait holds its lock): the code, not a false timeout."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"], stdin=subprocess.PIPE,
+                            start_new_session=True)
+    children.append(proc)
+    reaper = threading.Thread(target=proc.wait)
+    reaper.start()
+    proc.stdin.close()
+    assert process_tree.wait_child(proc, 30) == 3
+    reaper.join(30)

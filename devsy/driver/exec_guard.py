@@ -83,8 +83,7 @@ class ExecGuard:
         if self._fd >= 0:
             self._write(exec_guard_process.DONE)
             self.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(_RELEASE_WAIT_S)
+            process_tree.wait_child(self._proc, _RELEASE_WAIT_S)
 
     def close(self) -> None:
         """Without a release first, this is what makes the guard kill; it is not waited for (it must outlive us)."""

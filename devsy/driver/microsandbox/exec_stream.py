@@ -19,6 +19,7 @@ import subprocess
 import threading
 from typing import BinaryIO
 
+from devsy import process_tree
 from devsy.driver.base import ExecRequest, ExecResult
 from devsy.driver.exec_guard import ExecGuard, host_group_plan
 from devsy.driver.microsandbox.exec_outcome import check_exit
@@ -84,7 +85,8 @@ def _run(proc: subprocess.Popen, request: ExecRequest) -> tuple[ExecResult, byte
     try:
         for pump in pumps:
             pump.join()  # output open = the command still runs; cancellation is what bounds this
-        proc.wait(_EXIT_AFTER_EOF_S)
+        if process_tree.wait_child(proc, _EXIT_AFTER_EOF_S) is None:
+            raise subprocess.TimeoutExpired(proc.args, _EXIT_AFTER_EOF_S)
     except subprocess.TimeoutExpired:
         stop_group(proc)
         raise DriverError(f"`msb exec` closed its output but did not exit within {_EXIT_AFTER_EOF_S:.0f} s; it was "

@@ -177,10 +177,8 @@ def _write_all(stream, data: bytes) -> None:
 
 
 def _exit_code(proc: subprocess.Popen) -> int | str:
-    try:
-        return proc.wait(_EXIT_WAIT_S)
-    except subprocess.TimeoutExpired:
-        return "unknown: still running"
+    code = process_tree.wait_child(proc, _EXIT_WAIT_S)
+    return "unknown: still running" if code is None else code
 
 
 def _end(proc: subprocess.Popen, grace: float = _EXIT_WAIT_S) -> None:

@@ -110,10 +110,7 @@ class SupervisedProvider:
         return buf.split(b"\n", 1)[0].decode("utf-8", "replace"), False
 
     def exit_code(self, wait: float = 0.0) -> int | None:
-        try:
-            return self.process.wait(wait) if wait else self.process.poll()
-        except subprocess.TimeoutExpired:
-            return None
+        return process_tree.wait_child(self.process, wait) if wait else self.process.poll()
 
     def close(self, timeout: float = 10.0) -> None:
         """Close the lease (the supervisor kills the provider's group) and reap the supervisor."""
