@@ -10,6 +10,7 @@ from pathlib import Path
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.errors import Cancelled, DevsyError
+from devsy.process_exit import skip_final_collection
 from devsy.redaction import redact_error
 from devsy.stack_dump import dump_stacks_on_signal
 from devsy.termination import Terminated, raise_on_termination
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             cancelled.message = f"interrupted by {signal.Signals(interrupt.signum).name}"
             cancelled.exit_code = 128 + interrupt.signum
         return emit_error(args.command, as_json, cancelled)
+    finally:
+        skip_final_collection()  # main is the process's entry: sys.exit(main()) ends it
 
 
 if __name__ == "__main__":
