@@ -32,7 +32,12 @@ def _both(devsy: DevsyCli, *args: str, **env: str):
     return devsy.run(*args, extra_env=env or None), devsy.run(*args, extra_env={**DRIVER, **env})
 
 
-_PARITY = pytest.mark.parametrize("flags, command", [
+PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}
+DRIVER_MODULES = {"devsy.driver.docker.driver", "docker"}  # what this process imports to run a driver exec itself
+
+
+@pytest.mark.parametrize("workspace", ["running_workspace", "exec_workspace"], ids=["agent", "no-agent"])
+@pytest.mark.parametrize("flags, command", [
     ((), ("sh", "-c", "env | LC_ALL=C sort")),
     ((), ("sh", "-c", "pwd; id; umask")),
     ((), ("printf", "%s|", "a b", "$HOME", "*", "")),
@@ -40,14 +45,11 @@ _PARITY = pytest.mark.parametrize("flags, command", [
     (("-u", "root"), ("sh", "-c", "id -un; echo $HOME")),
     (("-e", "FOO=bar baz", "-e", "HOME=/elsewhere"), ("sh", "-c", 'echo "$FOO|$HOME"')),
 ], ids=["env", "pwd-id", "argv-bytes", "workdir", "user", "env-option"])
-PROFILE = {"PYTHONPROFILEIMPORTTIME": "1"}
-DRIVER_MODULES = {"devsy.driver.docker.driver", "docker"}  # what this process imports to run a driver exec itself
-
-
-@_PARITY
-def test_the_master_path_gives_what_the_driver_exec_gives(devsy: DevsyCli, running_workspace: str, flags,
+def test_the_master_path_gives_what_the_driver_exec_gives(request, devsy: DevsyCli, workspace: str, flags,
                                                           command) -> None:
-    through_master, through_driver = _both(devsy, "exec", *flags, running_workspace, "--", *command)
+    """Through the agent, or (a guest without python3) through the master's own driver exec."""
+    ws = request.getfixturevalue(workspace)
+    through_master, through_driver = _both(devsy, "exec", *flags, ws, "--", *command)
     assert through_master.returncode == 0, through_master.text
     assert (through_master.returncode, through_master.stdout, through_master.stderr) == \
         (through_driver.returncode, through_driver.stdout, through_driver.stderr)
@@ -71,17 +73,6 @@ def test_a_numeric_remote_user_takes_the_masters_driver_exec(devsy: DevsyCli, ws
     result = devsy.run("exec", ws_id, "--", "id", "-u", extra_env=PROFILE)
     assert (result.returncode, result.stdout) == (0, b"4321\n"), result.text
     assert not DRIVER_MODULES & imported_modules(result.stderr) and _masters(devsy)
-
-
-@_PARITY
-def test_without_an_agent_the_master_runs_what_the_driver_exec_runs(devsy: DevsyCli, exec_workspace: str, flags,
-                                                                    command) -> None:
-    """A guest without python3 has no agent: the master runs the argv with its driver, as this process would."""
-    through_master, through_driver = _both(devsy, "exec", *flags, exec_workspace, "--", *command)
-    assert through_master.returncode == 0, through_master.text
-    assert (through_master.returncode, through_master.stdout, through_master.stderr) == \
-        (through_driver.returncode, through_driver.stdout, through_driver.stderr)
-    assert _masters(devsy), "the first path did not go through an SSH master"
 
 
 def test_without_an_agent_the_client_loads_no_driver(devsy: DevsyCli, exec_workspace: str) -> None:
