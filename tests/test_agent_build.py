@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -82,13 +83,20 @@ def test_agent_runs_on_each_supported_python(tmp_path, built, minor, python):
     if python is None:
         pytest.skip(f"no CPython {minor} on this machine (looked in /root/.pyenv/versions and /usr/[local/]bin)")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DEVSY_AGENT_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([python, "-E", "-S", str(built.path), "setup"], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    reports, imported = [], []
+    for _ in range(2):  # the first creates the host key (through paramiko); the second reads the key file
+        proc = subprocess.run([python, "-E", "-S", "-X", "importtime", str(built.path), "setup"], capture_output=True,
+                              text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        reports.append(json.loads(proc.stdout))
+        imported.append(set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)$", proc.stderr, re.MULTILINE)))
+    report = reports[0]
     assert report["python"] == "cp" + minor.replace(".", "")
     assert report["host_key"].startswith("ssh-ed25519 ")
     assert Path(report["site"]).is_dir() and Path(report["site"]).parent.parent == tmp_path / "cache"
+    # The same key, read without paramiko (or cryptography) once it exists (hostkey.public_line).
+    assert reports[1]["host_key"] == report["host_key"]
+    assert "paramiko" in imported[0] and not {"paramiko", "cryptography"} & imported[1]
 
 
 def test_too_old_python_gets_a_clear_message(tmp_path, built):

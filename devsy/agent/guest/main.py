@@ -61,14 +61,10 @@ def main(argv: list, site: str, build: str) -> int:
 
     report = {"build": build, "python": tag, "python_version": sys.version.split()[0], "site": site}
     if args.command == "setup":
-        from .fastimport import import_paramiko
-        from .hostkey import load_or_create
-
+        from .hostkey import public_line
         from .stamps import guest_stamps, search_path_dirs
 
-        import_paramiko()
-        key = load_or_create(state_dir)
-        report["host_key"] = "%s %s" % (key.get_name(), key.get_base64())
+        report["host_key"] = public_line(state_dir)
         # What the next `devsy up` may check from the host instead of running anything here: this file, the
         # interpreter the launcher found (the links from its name to it) and the PATH folders that lookup read.
         report["stamps"] = guest_stamps([sys.argv[0], sys.executable, *search_path_dirs("python3")])
