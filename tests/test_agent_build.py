@@ -97,6 +97,9 @@ def test_agent_runs_on_each_supported_python(tmp_path, built, minor, python):
     # The same key, read without paramiko (or cryptography) once it exists (hostkey.public_line).
     assert reports[1]["host_key"] == report["host_key"]
     assert "paramiko" in imported[0] and not {"paramiko", "cryptography"} & imported[1]
+    # Compiled as imported (boot.py), not all at the unpack: pycparser, which nothing imports, stays uncompiled.
+    site = Path(report["site"])
+    assert list((site / "paramiko").glob("__pycache__/*.pyc")) and not list(site.glob("pycparser/**/*.pyc"))
 
 
 def test_too_old_python_gets_a_clear_message(tmp_path, built):
