@@ -7,6 +7,8 @@ import io
 import os
 import threading
 
+import pytest
+
 from devsy.stdin_pump import StdinPump
 from devsy.ssh.tunnel import GatedInput
 
@@ -104,4 +106,45 @@ def test_gated_input_passes_bytes_once_open():
     assert gated.read(64) == b"data"
     gated.dispose()
     os.close(read_fd)
+    os.close(write_fd)
+
+
+def test_dispose_does_not_wait_for_ever_on_a_read_another_reader_starved():
+    """poll() said readable, but another reader of the shared descriptor (a terminal, a pipe) took the bytes: the
+    read blocks where close() cannot wake it. dispose() returns after its bound; the owned descriptor is closed by
+    the reader once its read returns, never under it (its number cannot be reused while the read may still use it)."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"x")  # what makes poll() say readable
+    blocked, release = threading.Event(), threading.Event()
+
+    def starved_read(size: int) -> bytes:
+        blocked.set()
+        release.wait(30)  # stands for os.read on a descriptor another reader just drained
+        return os.read(read_fd, size)
+
+    gated = GatedInput(read_fd, read=starved_read, owns_fd=True)
+    gated.open_gate()
+    results: list[bytes] = []
+    reader = threading.Thread(target=lambda: results.append(gated.read1(64)))
+    reader.start()
+    assert blocked.wait(5)
+    disposer = threading.Thread(target=gated.dispose, kwargs={"wait": 0.2})
+    disposer.start()
+    disposer.join(10)
+    assert not disposer.is_alive(), "dispose waited for a read nothing can wake"
+    os.fstat(read_fd)  # still open: the reader is inside its read
+    release.set()
+    reader.join(10)
+    assert results == [b"x"]
+    with pytest.raises(OSError):  # the reader closed the descriptor it was left to close
+        os.fstat(read_fd)
+    os.close(write_fd)
+
+
+def test_an_owned_descriptor_is_closed_by_dispose():
+    read_fd, write_fd = os.pipe()
+    gated = GatedInput(read_fd, owns_fd=True)
+    gated.dispose()
+    with pytest.raises(OSError):  # an owned descriptor does not outlive dispose()
+        os.fstat(read_fd)
     os.close(write_fd)

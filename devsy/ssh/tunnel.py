@@ -19,6 +19,7 @@ from devsy.agent.install import EXIT_AGENT_MISSING, launch_argv
 from devsy.driver.base import CancelToken, Driver, ExecRequest, ExecResult
 
 _CHUNK = 1024 * 1024
+DISPOSE_WAIT_S = 2.0  # how long GatedInput.dispose waits for a read under way (see there)
 
 
 class GatedInput(io.RawIOBase):
@@ -28,13 +29,16 @@ class GatedInput(io.RawIOBase):
     replaces os.read for a source whose descriptor only signals readiness (a paramiko channel's: exec_sessions.py).
     A terminal session through telnetd (exec_telnet.py) also uses the rest: `encode` rewrites the source's bytes,
     push() sends bytes of its own ahead of them (a window size), and `hold_at_eof` keeps the input open after the
-    source's end, until close(), as sshd keeps a pty open when its client's input ends.
+    source's end, until close(), as sshd keeps a pty open when its client's input ends. With `owns_fd`, dispose()
+    closes `fd` too (the SSH master's copy of a client's stdin: mux/driver_session.py).
     """
 
     def __init__(self, fd: int, read: Callable[[int], bytes] | None = None, *,
-                 encode: Callable[[bytes], bytes] | None = None, hold_at_eof: bool = False) -> None:
+                 encode: Callable[[bytes], bytes] | None = None, hold_at_eof: bool = False,
+                 owns_fd: bool = False) -> None:
         super().__init__()
         self._fd = fd
+        self._owns_fd = owns_fd
         self._read = read or (lambda size: os.read(fd, size))
         self._encode = encode
         self._hold_at_eof = hold_at_eof
@@ -45,9 +49,10 @@ class GatedInput(io.RawIOBase):
         self._wake_r, self._wake_w = os.pipe()
         self._wake_lock = threading.Lock()  # written from other threads, closed by dispose()
         self._wake_open = True
-        # Held by read1 while it polls and reads: dispose() takes it, so once dispose returns no read is under way
-        # and the caller may close `fd` (a driver's stdin copier can still be in read1 when its exec returns).
+        # Held by read1 while it polls and reads, so that what dispose() closes is never closed under a read (a
+        # driver's stdin copier can still be in read1 when its exec returns), and a number it closed is never read.
         self._reading = threading.Lock()
+        self._disposed = False  # set under _wake_lock
 
     def readable(self) -> bool:
         return True
@@ -68,7 +73,11 @@ class GatedInput(io.RawIOBase):
         (rather than readinto) when it exists, which saves two copies of every chunk."""
         size = min(size if size > 0 else _CHUNK, _CHUNK)
         with self._reading:
-            return self._read1(size)
+            try:
+                return self._read1(size)
+            finally:
+                if self._disposed:  # dispose() stopped waiting for this read: what it would close is ours to close
+                    self._release()
 
     def _read1(self, size: int) -> bytes:
         while not self._closing.is_set():
@@ -115,15 +124,29 @@ class GatedInput(io.RawIOBase):
             self._wake()
         super().close()
 
-    def dispose(self) -> None:
-        """Release the wake pipe once exec has returned. A copier still in read1 is woken by the close and left to
-        return first: from then on nothing reads `fd`, which the caller may close."""
+    def dispose(self, wait: float = DISPOSE_WAIT_S) -> None:
+        """Release the wake pipe (and an owned `fd`) once exec has returned. A copier still in read1 is woken by the
+        close and left to return first. One can be blocked in a read that close() cannot wake: another reader of a
+        shared `fd` (a terminal, a pipe) took the bytes poll() announced. After `wait` seconds that copier is left to
+        release them itself when its read returns, so no number is closed under it, and this returns."""
         self.close()
-        with self._reading, self._wake_lock:
-            if self._wake_open:
-                self._wake_open = False
-                os.close(self._wake_r)
-                os.close(self._wake_w)
+        with self._wake_lock:
+            self._disposed = True
+        if self._reading.acquire(timeout=wait):
+            try:
+                self._release()
+            finally:
+                self._reading.release()
+
+    def _release(self) -> None:
+        with self._wake_lock:
+            if not self._wake_open:
+                return
+            self._wake_open = False
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            if self._owns_fd:
+                os.close(self._fd)
 
     def _wake(self) -> None:
         with self._wake_lock:
