@@ -93,8 +93,9 @@ def test_without_an_agent_what_cannot_start_exits_as_the_driver_exec_says(devsy:
     for args in (["-w", "/no/such/dir", exec_workspace, "true"], [exec_workspace, "no-such-command"],
                  [exec_workspace, "sh", "-c", "kill -TERM $$"], [exec_workspace, "sh", "-c", "exit 7"]):
         through_master, through_driver = _both(devsy, "exec", *args)
-        assert (through_master.returncode, through_master.stdout) == \
-            (through_driver.returncode, through_driver.stdout), (args, through_master.text, through_driver.text)
+        assert (through_master.returncode, through_master.stdout, through_master.stderr) == \
+            (through_driver.returncode, through_driver.stdout, through_driver.stderr), \
+            (args, through_master.text, through_driver.text)
         assert through_master.returncode != 0, args
 
 
@@ -223,3 +224,32 @@ def test_env_values_and_commands_that_are_not_utf8_arrive_exactly(devsy: DevsyCl
     assert (result.returncode, result.stdout) == (0, b"caf\xe9 \xff"), result.text
     result = devsy.run("ssh", running_workspace, "--command", f"printf %s '{NOT_UTF8}'")
     assert (result.returncode, result.stdout) == (0, b"caf\xe9 \xff"), result.text
+
+
+def test_stop_ends_a_session_the_masters_driver_runs_and_says_why(devsy: DevsyCli, exec_workspace: str) -> None:
+    """`devsy stop` asks the master to exit: a `devsy exec` its driver runs is cancelled (its tree killed), and the
+    client says what ended it, as a session on the agent's connection does (test_faults_ssh)."""
+    proc = subprocess.Popen([*DEVSY, "exec", exec_workspace, "--", "sh", "-c", "echo started; exec sleep 300"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env(devsy))
+    try:
+        assert proc.stdout.readline() == b"started\n", proc.stderr.read1()
+        stopped = devsy.run("stop", exec_workspace)
+        assert stopped.returncode == 0, stopped.text
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert f"the session in workspace {exec_workspace} was ended by `devsy stop {exec_workspace}`".encode() in err, err
+    assert _masters(devsy) == []
+
+
+@pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
+def test_a_command_started_with_stdin_closed_runs_with_empty_input(devsy: DevsyCli, exec_workspace: str,
+                                                                   mux_env) -> None:
+    """`devsy exec WS cat <&-`: no stdin at all is empty input on either path (the driver path once crashed)."""
+    result = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *DEVSY, "exec", exec_workspace, "--", "sh", "-c",
+                             "cat; echo done"], capture_output=True, timeout=60, env=cli_env(devsy, **mux_env))
+    assert (result.returncode, result.stdout) == (0, b"done\n"), result

@@ -177,14 +177,8 @@ def lost_session_error(ws: OpenWorkspace, connection: AgentConnection, *, master
     --recreate`."""
     workspace_id = ws.record.id
     unknown = "the command's outcome is unknown"
-    changer = _changing_command(ws)
-    if changer:  # `devsy stop`/`delete`/`up --recreate` holds the workspace's lock: that is what ended the session
-        return SessionLost(f"the session in workspace {workspace_id} was ended by {changer}; {unknown}",
-                           hint=f"see `devsy status {workspace_id}`; run the command again once the workspace runs")
-    if master_exiting:
-        return SessionLost(f"the session in workspace {workspace_id} was ended: the workspace is being stopped, "
-                           f"deleted or recreated (`devsy stop`, `delete` or `up --recreate`); {unknown}",
-                           hint=f"see `devsy status {workspace_id}`; run the command again once the workspace runs")
+    if master_exiting or _changing_command(ws):
+        return exiting_session_error(ws)
     # The agent's exec ends with the instance (a kill, a removal): once the driver has seen it end, the instance's
     # new state is what the driver reports, not the state it had a moment before.
     connection.tunnel.join(_LOST_JOIN_S)
@@ -204,6 +198,17 @@ def lost_session_error(ws: OpenWorkspace, connection: AgentConnection, *, master
                        f"agent or the provider's exec of it ended); {unknown}",
                        hint=f"run the command again; if it repeats, run with {AGENT_LOG_ENV}=/tmp/agent.log set "
                             "and read that file in the workspace")
+
+
+def exiting_session_error(ws: OpenWorkspace) -> SessionLost:
+    """What ended a session that the SSH master ended on its way out, asked to exit by `devsy stop`/`delete`/`up
+    --recreate` (named when it still holds the workspace's lock)."""
+    workspace_id = ws.record.id
+    changer = _changing_command(ws) or ("a command that stops, deletes or recreates the workspace (`devsy stop`, "
+                                        "`delete` or `up --recreate`)")
+    return SessionLost(f"the session in workspace {workspace_id} was ended by {changer}; the command's outcome is "
+                       "unknown", hint=f"see `devsy status {workspace_id}`; run the command again once the workspace "
+                                       "runs")
 
 
 def _changing_command(ws: OpenWorkspace) -> str:

@@ -44,23 +44,25 @@ class _FdOutput(io.RawIOBase):
 
 
 def run_with_driver(ws: OpenWorkspace, argv: list[str], user: str, workdir: str, env: dict[str, str],
-                    remote: SessionEnv, stdin: BinaryIO | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken,
+                    remote: SessionEnv, stdin_fd: int | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken,
                     started: Callable[[], None]) -> dict:
     """Run `argv` (as `user` in `workdir`, `env` over the session's `remote` env) with the workspace's driver and
     return the master's reply. `started` is called just before the command goes to the driver. The descriptors
-    are this function's: they are closed when it returns, and nothing reads or writes them after that. A DevsyError
-    from the driver is raised after that cleanup."""
-    # No fileno: the driver reads through read1, whose blocked read dispose() wakes; so this function, not a copier
-    # the driver may leave behind, decides when the client's stdin is closed.
-    gated = GatedInput(stdin.fileno()) if stdin is not None else None
-    if gated is not None:
-        gated.open_gate()
-    stdout, stderr = WatchedOutput(_FdOutput(stdout_fd)), WatchedOutput(_FdOutput(stderr_fd))  # type: ignore[arg-type]
-    request = ExecRequest(argv=list(argv), stdin=cast(BinaryIO, gated), owns_stdin=True,
-                          stdout=cast(BinaryIO, stdout), stderr=cast(BinaryIO, stderr), user=user, workdir=workdir,
-                          env=dict(env), cancel=cancel)
-    apply_to_exec(request, remote)
+    are this function's, closed whatever happens: by the time it returns or raises (a DevsyError from the driver,
+    say), nothing writes the output ones, and the input one is closed once no read of it is under way."""
+    gated: GatedInput | None = None
     try:
+        # No fileno: the driver reads through read1, whose blocked read dispose() wakes; so the end of this
+        # function, not a copier the driver may leave behind, decides when the client's stdin is closed.
+        if stdin_fd is not None:
+            gated = GatedInput(stdin_fd, owns_fd=True)
+            stdin_fd = None
+            gated.open_gate()
+        stdout, stderr = WatchedOutput(_FdOutput(stdout_fd)), WatchedOutput(_FdOutput(stderr_fd))  # type: ignore
+        request = ExecRequest(argv=list(argv), stdin=cast(BinaryIO, gated), owns_stdin=True,
+                              stdout=cast(BinaryIO, stdout), stderr=cast(BinaryIO, stderr), user=user,
+                              workdir=workdir, env=dict(env), cancel=cancel)
+        apply_to_exec(request, remote)
         if cancel.is_cancelled():
             return {"op": "end", "cancelled": True}
         started()
@@ -68,10 +70,9 @@ def run_with_driver(ws: OpenWorkspace, argv: list[str], user: str, workdir: str,
     finally:
         if gated is not None:
             gated.dispose()
-        if stdin is not None:
-            stdin.close()
-        os.close(stdout_fd)
-        os.close(stderr_fd)
+        for fd in (stdin_fd, stdout_fd, stderr_fd):
+            if fd is not None:
+                os.close(fd)
     # Read before the cancellation: a driver ends a command whose reader went away as cancelled.
     if stdout.reader_gone or stderr.reader_gone:
         return {"op": "end", "exit_code": None, "signal": "PIPE", "broken_pipe": True}

@@ -40,7 +40,8 @@ from devsy.errors import DevsyError, WorkspaceNotFound
 from devsy.progress import Progress
 from devsy.redaction import REDACT_ENV, RedactingWriter, Redactor, configured_secrets
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
-from devsy.ssh.connection import AgentConnection, AgentPath, lost_session_error, open_agent_connection
+from devsy.ssh.connection import (AgentConnection, AgentPath, exiting_session_error, lost_session_error,
+                                  open_agent_connection)
 from devsy.ssh.mux.driver_session import run_with_driver
 from devsy.ssh.mux.protocol import (MessageStream, ProtocolError, agent_takes_user, master_address, peer_pid_checked,
                                     persist_seconds)
@@ -89,6 +90,11 @@ class Master:
         self._idle_since = time.monotonic()
         # A plain flag, not an Event: SIGTERM's handler sets it, and a handler must take no lock (termination.py).
         self._exiting = False
+        # The sessions the driver runs (argv sessions without the agent): they belong to no connection, so close()
+        # cancels them itself. Guarded by _driver_lock, as is _closed, which refuses new ones.
+        self._driver_sessions: set[CancelToken] = set()
+        self._driver_lock = threading.Lock()
+        self._closed = False
         self._wake_r, self._wake_w = os.pipe()
 
     # -- connections to the agent -----------------------------------------------------------------------------------
@@ -182,16 +188,15 @@ class Master:
                 os.close(fd)
             raise ProtocolError(f"a session request with {len(fds)} descriptors, not 3")
         stdin_fd, stdout_fd, stderr_fd = fds
-        stdin = os.fdopen(stdin_fd, "rb", buffering=0) if message.get("stdin") else None
-        if stdin is None:
+        if not message.get("stdin"):
             os.close(stdin_fd)
         # The client is followed from now on, not only once its command started: it may ping us (or leave, or
         # cancel) while we connect to the agent.
         watch = _Watch(stream)
         threading.Thread(target=_watch_client, args=(watch,), daemon=True).start()
-        watch.send(self._run(watch, message, stdin, stdout_fd, stderr_fd))
+        watch.send(self._run(watch, message, stdin_fd if message.get("stdin") else None, stdout_fd, stderr_fd))
 
-    def _run(self, watch: _Watch, message: dict, stdin: Any, stdout_fd: int, stderr_fd: int) -> dict:
+    def _run(self, watch: _Watch, message: dict, stdin_fd: int | None, stdout_fd: int, stderr_fd: int) -> dict:
         """Run one session; the descriptors are ours to close. By the reply, every copy into the client's stdout
         and stderr has ended and closed its descriptor (once `devsy ssh` exits, only its caller holds them)."""
         handed_over = False
@@ -202,9 +207,9 @@ class Master:
                                                                                          "message": redact(text)}))
                 if request.argv is not None and self._by_driver(user):
                     handed_over = True
-                    return self._run_by_driver(watch, message, request, user, remote, stdin, stdout_fd, stderr_fd,
-                                               redact)
-                connection = self.connection(user)
+                    return self._run_by_driver(watch, message, request, user, remote, stdin_fd, stdout_fd,
+                                               stderr_fd, redact)
+                connection = self.connection(user or "root")
                 channel = open_channel(connection.transport, request)
             except SessionNotOpened as exc:
                 return _error_reply(exc, redact, retry=True)
@@ -227,6 +232,7 @@ class Master:
                 except DevsyError as exc:
                     return _error_reply(exc, redact)
                 handed_over = True  # the session's threads close each descriptor when they are done with it
+                stdin = os.fdopen(stdin_fd, "rb", buffering=0) if stdin_fd is not None else None
                 end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, watch.cancel, owns_fds=True,
                                      on_cancel=_kill_session, kill_on_broken_pipe=request.argv is not None)
             except BaseException:
@@ -234,10 +240,9 @@ class Master:
                 raise
         finally:
             if not handed_over:
-                for fd in (stdout_fd, stderr_fd):
-                    os.close(fd)
-                if stdin is not None:
-                    stdin.close()
+                for fd in (stdin_fd, stdout_fd, stderr_fd):
+                    if fd is not None:
+                        os.close(fd)
         if end is None:
             return {"op": "end", "cancelled": True}
         if end.exit_code is None and not end.signal:  # the connection to the agent broke under the session
@@ -247,15 +252,36 @@ class Master:
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
 
     def _run_by_driver(self, watch: _Watch, message: dict, request: SessionRequest, user: str, remote: SessionEnv,
-                       stdin: Any, stdout_fd: int, stderr_fd: int, redact: Callable[[str], str]) -> dict:
+                       stdin_fd: int | None, stdout_fd: int, stderr_fd: int, redact: Callable[[str], str]) -> dict:
         """An argv session through the driver's exec (mux/driver_session.py); the descriptors are closed by the
-        reply."""
-        explicit = _strings(message.get("env"), "env")
+        reply. Closing the master (`devsy stop`, `delete`) cancels it: the driver kills the command's tree, and the
+        client hears why, as a session on the agent's connection tells it."""
+        with self._driver_lock:
+            closed = self._closed
+            if not closed:
+                self._driver_sessions.add(watch.cancel)
         try:
-            return run_with_driver(self.ws, request.argv or [], user, request.workdir, explicit, remote, stdin,
-                                   stdout_fd, stderr_fd, watch.cancel, started=lambda: watch.send({"op": "started"}))
+            if closed:
+                for fd in (stdin_fd, stdout_fd, stderr_fd):
+                    if fd is not None:
+                        os.close(fd)
+                return _error_reply(exiting_session_error(self.ws), redact)
+            reply = run_with_driver(self.ws, request.argv or [], user, request.workdir,
+                                    _strings(message.get("env"), "env"), remote, stdin_fd, stdout_fd, stderr_fd,
+                                    watch.cancel, started=lambda: watch.send({"op": "started"}))
         except DevsyError as exc:
             return _error_reply(exc, redact)
+        except Exception as exc:  # untyped (an engine socket's OSError, a bug): the client must hear it, masked
+            log.error("a session's exec failed: %s: %s", type(exc).__name__, redact(str(exc)))
+            return _error_reply(DevsyError(f"running the command failed: {type(exc).__name__}: {exc}",
+                                           hint="run the command again; if it repeats, read the workspace's "
+                                                "ssh-master.log in the devsy home"), redact)
+        finally:
+            with self._driver_lock:
+                self._driver_sessions.discard(watch.cancel)
+        if reply.get("cancelled") and self._closed:
+            return _error_reply(exiting_session_error(self.ws), redact)
+        return reply
 
     def _by_driver(self, user: str) -> bool:
         """Whether an argv session as `user` is the driver's exec: the guest has no agent (every session here is a
@@ -284,7 +310,7 @@ class Master:
         request = SessionRequest(command=message.get("command"), env=ssh_env(remote, explicit), argv=argv,
                                  workdir=workdir,
                                  pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty else None)
-        return request, user or record.remote_user or "root", remote
+        return request, user or record.remote_user, remote
 
     def wait_for_sessions(self, timeout: float) -> None:
         """On exit: give the sessions that are ending (their connection closed) a bounded moment to reply."""
@@ -302,7 +328,13 @@ class Master:
             os.write(self._wake_w, b"!")
 
     def close(self) -> None:
-        """Close every connection; each agent sees end of input and exits (hanging up what still runs)."""
+        """Close every connection; each agent sees end of input and exits (hanging up what still runs). The driver's
+        sessions are cancelled: the driver kills each one's tree."""
+        with self._driver_lock:
+            self._closed = True
+            cancels = list(self._driver_sessions)
+        for cancel in cancels:
+            cancel.cancel()
         with self._connect_lock:
             connections, self._connections = list(self._connections.values()), {}
         for connection in connections:
