@@ -151,7 +151,8 @@ def exec_with_driver(args: argparse.Namespace) -> int:
     # (masking an --env value would corrupt any output that happens to contain it, `true` or a binary alike).
     def run(cancel: CancelToken) -> int:
         stdout, stderr = WatchedOutput(sys.stdout.buffer), WatchedOutput(sys.stderr.buffer)
-        request = ExecRequest(argv=argv, stdin=sys.stdin.buffer, stdout=cast(BinaryIO, stdout),
+        stdin = sys.stdin.buffer if sys.stdin is not None else None  # None: started with stdin closed (`<&-`)
+        request = ExecRequest(argv=argv, stdin=stdin, stdout=cast(BinaryIO, stdout),
                               stderr=cast(BinaryIO, stderr), user=args.user, workdir=args.workdir, env=dict(args.env),
                               cancel=cancel)
         result = operations.exec_command(devsy_home(), args.workspace, request)
