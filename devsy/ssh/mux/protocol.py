@@ -8,8 +8,9 @@ Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `
 `resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent, or
 to the master's driver: from then on it may run), then `end`; or `error` (with `retry` when nothing was started);
 `direct` (run this `devsy exec` with the driver instead: nothing ran, even when it comes after `started`, as an agent
-older than argv sessions refused the argv); `warning` (for the client to print); `bye`, `pong`. A client retries on a new master only when its master went away (or was
-killed as wedged) before `started`: a command must never run twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
+older than argv sessions refused the argv); `warning` (for the client to print); `bye`, `pong`. A client retries on
+a new master only when its master went away (or was killed as wedged) before `started`: a command must never run
+twice. A `ping` is answered with `pong` at any time, also during a session (see mux/client.py for the liveness rule).
 
 A `session` names a `command` (None: the login shell) or, for `devsy exec`, an `argv` and `workdir`; `user` and
 `env` are the client's --user and --env as given. The master adds the rest, as a client without it would: the
