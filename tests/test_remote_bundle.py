@@ -62,9 +62,13 @@ def test_bundle_is_a_conformant_provider_on_a_python_without_its_libraries(built
         pytest.skip(f"{SYSTEM_PYTHON} must be CPython >= 3.11 without grpc for this proof: {probe.stdout.strip()} "
                     f"{probe.stderr.strip()[-200:]}")
     # PATH decides which python3 the bundle's `#!/usr/bin/env python3` starts: the system one, not this venv's.
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "DEVSY_AGENT_CACHE": str(tmp_path / "unpacked")}
+    # PYTHONDONTWRITEBYTECODE: imports write no bytecode, so compiled modules can only come from the unpack.
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "DEVSY_AGENT_CACHE": str(tmp_path / "unpacked"),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.run([script("devsy-conformance"), "--image", guest_image, "--env", "NETWORK_MODE=host",
                            str(built.path)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " 0 failed" in proc.stdout.splitlines()[-1]
     assert Path(tmp_path / "unpacked" / built.key).is_dir(), "the bundle did not unpack its own libraries"
+    # Started by every command, by whoever runs it: compiled once at the unpack (boot.py), not on each start.
+    assert list((tmp_path / "unpacked" / built.key).glob("cp*/grpc/__pycache__/*.pyc"))

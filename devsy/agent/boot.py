@@ -8,10 +8,12 @@ Native modules cannot be imported from inside a zip, so the wheels bundled in th
 again. The directory appears atomically (unpacked to a temporary sibling, then renamed), so concurrent first runs are
 safe: one rename wins and the others use its result.
 
-Modules are byte-compiled as they are first imported (Python writes __pycache__ beside them, in a cache that is the
-running user's own), not all at the unpack: 85 of the agent's 204 modules are never imported (cffi and pycparser,
-which only build C bindings; a third of cryptography). Compiling them all cost the agent's first `setup`, on every
-new workspace, ~350 ms of its ~560 in the guest.
+When modules are byte-compiled depends on the bundle. The agent is unpacked in every new workspace and always run by
+root with -E -S (so its imports write their own __pycache__): it compiles modules as they are first imported, since
+85 of its 204 are never imported (cffi and pycparser, which only build C bindings; a third of cryptography), and
+compiling them all cost its first `setup` ~350 ms of ~560 in the guest. A provider bundle is unpacked once per
+machine and started by every command, by whoever runs it (PYTHONDONTWRITEBYTECODE, -B or another user's cache would
+leave its imports compiled in memory on every start): it compiles everything at the unpack.
 """
 
 import os
@@ -30,7 +32,7 @@ def run(build: str, machine: str, wheels: dict, argv: list, entry: str = "") -> 
         sys.stderr.write("%s: %s\n" % (wheels.get("name", "devsy-agent"), problem))
         return EXIT_UNSUPPORTED
     archive = os.path.dirname(os.path.abspath(__file__))
-    site = find_site(build, tag) or unpack(archive, build, tag, wheels)
+    site = find_site(build, tag) or unpack(archive, build, tag, wheels, compile_all=bool(entry))
     sys.path.insert(0, site)
     if entry:
         module_name, function = entry.split(":")
@@ -84,7 +86,7 @@ def _trusted(parent: str) -> bool:
     return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
-def unpack(archive: str, build: str, tag: str, wheels: dict) -> str:
+def unpack(archive: str, build: str, tag: str, wheels: dict, compile_all: bool = False) -> str:
     """Unpack into the first writable candidate; returns the site directory."""
     errors = []
     for parent in cache_candidates(build):
@@ -93,7 +95,7 @@ def unpack(archive: str, build: str, tag: str, wheels: dict) -> str:
             if not _trusted(parent):
                 errors.append("%s: not owned by this user" % parent)
                 continue
-            return _unpack_into(archive, parent, tag, wheels)
+            return _unpack_into(archive, parent, tag, wheels, compile_all)
         except OSError as exc:
             errors.append("%s: %s" % (parent, exc.strerror or exc))
     raise SystemExit("devsy-agent: cannot unpack its libraries anywhere (%s); make $HOME/.cache or /tmp writable "
@@ -106,7 +108,7 @@ def _make_private_dirs(parent: str) -> None:
     os.makedirs(parent, exist_ok=True)
 
 
-def _unpack_into(archive: str, parent: str, tag: str, wheels: dict) -> str:
+def _unpack_into(archive: str, parent: str, tag: str, wheels: dict, compile_all: bool) -> str:
     import shutil
     import tempfile
     import zipfile
@@ -121,6 +123,8 @@ def _unpack_into(archive: str, parent: str, tag: str, wheels: dict) -> str:
             for info in bundle.infolist():
                 if info.filename.startswith(packages) and not info.is_dir():
                     _write(os.path.join(tmp, info.filename), bundle.read(info), 0o644)
+        if compile_all:
+            _compile(tmp, site)
         os.chmod(tmp, 0o755)
         try:
             os.rename(tmp, site)
@@ -164,3 +168,11 @@ def _write(path: str, data: bytes, mode: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+def _compile(tmp: str, site: str) -> None:
+    import compileall
+    import py_compile
+
+    compileall.compile_dir(tmp, quiet=2, ddir=site, workers=1,
+                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
