@@ -191,7 +191,11 @@ def wait_child(proc: subprocess.Popen, timeout: float) -> int | None:
     `msb exec` paid."""
     pinned = pin_child(proc)
     if pinned is None:
-        return proc.poll()  # already reaped
+        # Reaped: by us (returncode is set, this returns at once) or by another thread that has yet to set it.
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
     with pinned:
         if not pinned.wait(timeout):
             return None

@@ -295,3 +295,28 @@ def test_wait_child_takes_the_code_another_thread_reaped(children) -> None:
     proc.stdin.close()
     assert process_tree.wait_child(proc, 30) == 3
     reaper.join(30)
+
+
+def test_wait_child_takes_the_code_of_a_child_another_thread_is_still_reaping(children) -> None:
+    """The other thread has reaped the child (its pid is gone) but not yet recorded the code: still the code, not a
+    timeout (a pidfd can no longer be opened then)."""
+    reaped, release = threading.Event(), threading.Event()
+
+    class SlowToRecord(subprocess.Popen):
+        def _handle_exitstatus(self, *args, **kwargs):  # called after waitpid, under the Popen's waitpid lock
+            reaped.set()
+            release.wait(30)
+            super()._handle_exitstatus(*args, **kwargs)
+
+    proc = SlowToRecord([sys.executable, "-c", "import sys; sys.exit(5)"], start_new_session=True)
+    children.append(proc)
+    reaper = threading.Thread(target=proc.wait)
+    reaper.start()
+    try:
+        assert reaped.wait(30)
+        # Whenever the other thread records the code, before or during the wait below, the answer is the same.
+        threading.Timer(0.2, release.set).start()
+        assert process_tree.wait_child(proc, 30) == 5
+    finally:
+        release.set()
+        reaper.join(30)
