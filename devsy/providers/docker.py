@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy.driver.docker.options import OPTION_HELP, DockerOptions, parse_docker_options
 from devsy.errors import DevsyError
+from devsy.process_exit import skip_final_collection
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve_deferred
 
 PROG = "devsy-provider-docker"
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except DevsyError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    return serve_deferred(lambda: _load(options))
+    code = serve_deferred(lambda: _load(options))
+    skip_final_collection()  # this process ends now, and its host waits for that
+    return code
 
 
 if __name__ == "__main__":

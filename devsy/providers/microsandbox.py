@@ -26,6 +26,7 @@ from devsy.driver.microsandbox.mounts import WorkspaceMountPolicy
 from devsy.driver.microsandbox.options import OPTION_HELP, parse_microsandbox_options
 from devsy.driver.reuse import MountPolicy, PolicyItems, join_items
 from devsy.errors import DevsyError
+from devsy.process_exit import skip_final_collection
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve
 from devsy.version import devsy_version
 
@@ -89,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     # predates the owner mapping.)
     info = ProviderInfo(driver_name="microsandbox", driver_version=devsy_version(), runtime_name="microsandbox",
                         runtime_version=_msb_version(driver), recreate_on_run=True, requires_workspace_chown=False)
-    return serve(driver, info)
+    code = serve(driver, info)
+    skip_final_collection()  # this process ends now, and its host waits for that
+    return code
 
 
 def _msb_version(driver: MicrosandboxDriver) -> str:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from devsy.errors import DevsyError
+from devsy.process_exit import skip_final_collection
 from devsy.runtime.fake.modes import CRASH_EXIT_CODE, ENV_MODE, ENV_PROFILE, PROFILES, Mode, Profile
 from devsy.runtime.fake.state import StateStore
 from devsy.runtime.sdk import ProviderInfo, require_serve_command, serve_deferred
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         api_minor=profile.api_minor)
     before = (lambda: time.sleep(args.handshake_delay)) if mode is Mode.SLOW_HANDSHAKE else None
     after = (lambda: os._exit(CRASH_EXIT_CODE)) if mode is Mode.CRASH_AFTER_HANDSHAKE else None
-    return serve_deferred(lambda: (_driver(store, mode), info), before_line=before, after_line=after)
+    code = serve_deferred(lambda: (_driver(store, mode), info), before_line=before, after_line=after)
+    skip_final_collection()  # this process ends now, and its host waits for that
+    return code
 
 
 def _driver(store: StateStore, mode: Mode):

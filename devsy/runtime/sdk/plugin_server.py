@@ -29,7 +29,6 @@ import grpc
 
 from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_CLIENT_CERT, \
     ENV_PROTOCOL_VERSIONS, ENV_SOCKET_DIR, HEALTH_SERVICE, NOT_A_PLUGIN_MESSAGE
-from devsy.process_exit import skip_final_collection
 from devsy.runtime.sdk.deferred import DeferredServices
 from devsy.runtime.wire.handshake import unix_line
 
@@ -122,7 +121,6 @@ def serve_plugin(register: Callable[[DeferredServices], None], *, max_workers: i
         plumbing.close()
         server.stop(_STOP_GRACE_S).wait(_STOP_GRACE_S + 1)
         shutil.rmtree(directory, ignore_errors=True)
-        skip_final_collection()  # the provider exits now, and its host waits for that
     return code
 
 
