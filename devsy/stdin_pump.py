@@ -24,6 +24,13 @@ from typing import BinaryIO
 _CHUNK = 1024 * 1024
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written (it may write less, e.g. when a signal interrupts a large write)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 class StdinPump(threading.Thread):
     def __init__(self, source: BinaryIO, sink: Callable[[bytes], None], on_eof: Callable[[], None], *,
                  owns_source: bool = False) -> None:

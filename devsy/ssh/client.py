@@ -22,7 +22,7 @@ from devsy.agent.guest.kex_safe import KexSafeSends
 from devsy.agent.guest.tuning import CHANNEL_READ_SIZE, CIPHERS, HOST_KEY_TYPES, KEX, MAX_PACKET_SIZE, WINDOW_SIZE
 from devsy.driver.base import CancelToken
 from devsy.ssh.mux.protocol import exit_code_for
-from devsy.stdin_pump import StdinPump
+from devsy.stdin_pump import StdinPump, write_all
 
 HANDSHAKE_TIMEOUT_S = 60.0
 _JOIN_S = 5.0
@@ -253,12 +253,6 @@ def pump_channel_output(channel: Any, fd: int, stderr: bool, on_broken_pipe: Cal
     thread = threading.Thread(target=run, name=f"devsy-ssh-{'stderr' if stderr else 'stdout'}", daemon=True)
     thread.start()
     return thread
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def pump_until_end(channel: Any, stdin: BinaryIO | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken, *,

@@ -24,10 +24,11 @@ from devsy.errors import Cancelled
 from devsy.progress import Progress
 from devsy.redaction import RedactingWriter, configured_secrets
 from devsy.ssh import terminal
-from devsy.ssh.client import PtyRequest, SessionEnd, SessionRequest, open_session, pump_until_end, write_all
+from devsy.ssh.client import PtyRequest, SessionEnd, SessionRequest, open_session, pump_until_end
 from devsy.ssh.connection import (AgentPath, exec_session_tunnel, lost_session_error, open_agent_connection,
                                   raise_for_tunnel, server_args)
 from devsy.ssh.tunnel import AgentTunnel
+from devsy.stdin_pump import write_all
 
 
 @dataclass

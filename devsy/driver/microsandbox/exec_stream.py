@@ -26,7 +26,7 @@ from devsy.driver.microsandbox.exec_outcome import check_exit
 from devsy.driver.microsandbox.msb import MsbClient
 from devsy.driver.microsandbox.process import Terminator, stop_group
 from devsy.errors import DriverError
-from devsy.stdin_pump import StdinPump
+from devsy.stdin_pump import StdinPump, write_all
 
 _CHUNK = 64 * 1024
 _EXIT_AFTER_EOF_S = 30.0
@@ -71,7 +71,7 @@ def _run(proc: subprocess.Popen, request: ExecRequest) -> tuple[ExecResult, byte
     terminator = Terminator(proc)
     assert proc.stdin is not None
     sink = proc.stdin
-    copier = StdinPump(request.stdin or io.BytesIO(b""), lambda data: _write_all(sink.fileno(), data), sink.close,
+    copier = StdinPump(request.stdin or io.BytesIO(b""), lambda data: write_all(sink.fileno(), data), sink.close,
                        owns_source=request.owns_stdin)
     pumps = [_Pump(proc.stdout, request.stdout, request), _Pump(proc.stderr, request.stderr, request, _STDERR_TAIL)]
 
@@ -151,9 +151,3 @@ class _Pump(threading.Thread):
             self.error = exc
         self._request.cancel.cancel()
         return False  # keep draining, so msb never blocks on a full pipe while it is being stopped
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]

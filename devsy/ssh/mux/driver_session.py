@@ -22,7 +22,7 @@ from devsy.devcontainer.session_env import SessionEnv, apply_to_exec
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.exit_status import shell_status
 from devsy.reader_gone import WatchedOutput
-from devsy.ssh.client import write_all
+from devsy.stdin_pump import write_all
 from devsy.ssh.tunnel import GatedInput
 from devsy.workspace.operations import OpenWorkspace
 
