@@ -14,14 +14,18 @@ when the copy is over.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import select
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 _CHUNK = 1024 * 1024
+# How long through_pipe waits for its copier to end once stopped: it is then between a poll() and a read of input
+# that poll() said is there, or writing into a pipe whose last reader it has just lost.
+_JOIN_S = 2.0
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -105,3 +109,59 @@ def _fileno(stream: BinaryIO) -> int | None:
         return stream.fileno()
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         return None
+
+
+class PipedInput:
+    """A descriptor's input, read by this process and copied into a pipe whose read end (`read_end`) another process
+    is given. Nothing is read before start(): what is typed until then stays where it is (for whoever reads next)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self.read_end, self._write_end = os.pipe()
+        self._write_closed = False
+        self._copier: StdinPump | None = None
+
+    def start(self) -> None:
+        """Begin the copy; later calls do nothing."""
+        if self._copier is not None:
+            return
+        self._copier = StdinPump(open(self._fd, "rb", buffering=0, closefd=False),
+                                 functools.partial(write_all, self._write_end), self._close_write_end)
+        self._copier.start()
+
+    def close(self) -> None:
+        """Stop the copy and close both ends of the pipe; the input itself stays open (it is the caller's)."""
+        copier = self._copier
+        if copier is not None:
+            copier.stop()
+        os.close(self.read_end)  # a copy blocked on a full pipe then fails (EPIPE) once the other process let go of it
+        if copier is not None:
+            copier.join(_JOIN_S)
+            if copier.is_alive():
+                return  # still in a read or a write: its descriptor is left to the exit rather than closed under it
+        if not self._write_closed:
+            os.close(self._write_end)
+
+    def _close_write_end(self) -> None:  # end of input: the other process reads end of file
+        self._write_closed = True
+        os.close(self._write_end)
+
+
+@contextlib.contextmanager
+def through_pipe(fd: int) -> Iterator[PipedInput]:
+    """`fd`'s input passed to another process through a pipe (PipedInput), closed when the context ends.
+
+    Why: a terminal's job control applies to whoever reads it. A background job that reads its terminal is stopped
+    (SIGTTIN) until the user brings it to the foreground, as `devsy exec` on the driver's path is and as OpenSSH is.
+    Another process given the terminal itself (the SSH master, in its own session) is not stopped, and would take what
+    the user types at their shell. Reading it here keeps the job control this process's.
+
+    A limit shared with every reader of a terminal on a thread: a job stopped that way is not ended by `kill %N`
+    (SIGTERM, then SIGCONT). The kernel restarts the interrupted read as the job continues, which stops it again
+    before the main thread can act on SIGTERM. `fg` then Ctrl-C, or `kill -KILL %N`, ends it.
+    """
+    piped = PipedInput(fd)
+    try:
+        yield piped
+    finally:
+        piped.close()

@@ -4,17 +4,20 @@ environment, and the cases that must take the driver's exec."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env, imported_modules
 from helpers.projects import make_project
+from test_ssh_interactive import Terminal
 
 from devsy.agent.guest.channel_requests import parse_argv_request
 from devsy.ssh.mux.processes import masters_under
@@ -253,3 +256,52 @@ def test_a_command_started_with_stdin_closed_runs_with_empty_input(devsy: DevsyC
     result = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *DEVSY, "exec", exec_workspace, "--", "sh", "-c",
                              "cat; echo done"], capture_output=True, timeout=60, env=cli_env(devsy, **mux_env))
     assert (result.returncode, result.stdout) == (0, b"done\n"), result
+
+
+# A shell's job control, reduced: the session leader of a terminal runs devsy as a background job (its own process
+# group, not the terminal's foreground one), reports when the job stops and why, then brings it to the foreground.
+_JOB_SHELL = r"""
+import os, signal, sys
+job = os.fork()
+if job == 0:
+    os.setpgid(0, 0)
+    os.execvp(sys.argv[1], sys.argv[1:])
+os.setpgid(job, job)
+print(f"job {job}", flush=True)
+_, status = os.waitpid(job, os.WUNTRACED)
+if os.WIFSTOPPED(status):
+    print(f"stopped by {signal.Signals(os.WSTOPSIG(status)).name}", flush=True)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a shell's `fg`: the job becomes the terminal's foreground
+    os.tcsetpgrp(0, job)
+    os.killpg(job, signal.SIGCONT)
+    _, status = os.waitpid(job, 0)
+print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("workspace", ["running_workspace", "exec_workspace"], ids=["agent", "no-agent"])
+@pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
+def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_foreground(
+        request, devsy: DevsyCli, workspace: str, mux_env) -> None:
+    """`devsy exec WS -- cmd &` reading the terminal stops (SIGTTIN), as the driver's path and OpenSSH do: the master
+    once read the terminal itself, taking what the user typed at their shell. In the foreground it reads it."""
+    ws = request.getfixturevalue(workspace)
+    term = Terminal([sys.executable, "-c", _JOB_SHELL, *DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"],
+                    cli_env(devsy, **mux_env), rows=24, cols=80)
+    job = None
+    try:
+        assert term.expect(b"\r\n", timeout=30), term.output
+        job = int(term.output.split()[1])
+        term.type("typed at the shell\n")
+        assert term.expect(b"stopped by SIGTTIN", timeout=60), term.output
+        assert b"TYPED" not in term.output, term.output
+        term.type("\x04")  # end of input, once the job has the terminal
+        assert term.expect(b"exit 0", timeout=60), term.output
+        assert term.output.index(b"stopped by SIGTTIN") < term.output.index(b"TYPED AT THE SHELL"), term.output
+        assert term.wait() == 0
+    finally:
+        for pid in (job, term.pid):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+    assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"

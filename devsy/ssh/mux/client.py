@@ -33,7 +33,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,14 +127,14 @@ def run(home: Path, workspace_id: str, session: Session) -> int | None:
     stdin_fd = _stdin_fd()
     interactive = session.argv is None and terminal.session_terminal(stdin_fd, session.command, session.tty,
                                                                      workspace_paths(home, workspace_id))
-    with _signals() as signals:
+    with _signals() as signals, _session_input(stdin_fd, interactive) as (session_stdin, on_started):
         for attempt in (1, 2):
             try:
                 sock, pid = _master(home, record, signals)
                 with contextlib.closing(sock):
                     master = _Master(sock, pid, f"the SSH master of workspace {workspace_id} (pid {pid})")
-                    return _session(master, signals, workspace_id, session, stdin_fd=stdin_fd,
-                                    interactive=interactive)
+                    return _session(master, signals, workspace_id, session, stdin_fd=session_stdin,
+                                    interactive=interactive, on_started=on_started)
             except errors.Cancelled:
                 if signals.received:  # cancelled while a master was starting: it was stopped
                     return 128 + signals.received[0]
@@ -172,7 +172,7 @@ def _master(home: Path, record: dict, signals: _Signals) -> tuple[socket.socket,
 
 
 def _session(master: _Master, signals: _Signals, workspace_id: str, session: Session, *, stdin_fd: int | None,
-             interactive: bool) -> int | None:
+             interactive: bool, on_started: Callable[[], None]) -> int | None:
     stream = MessageStream(master.sock)
     with contextlib.ExitStack() as stack:
         pty = None
@@ -199,7 +199,7 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, session: Ses
         master.sock.settimeout(None)  # from here on, every wait is the poll below, bounded by the liveness rule
         try:
             reply, started = _await_end(stream, signals, (pty["cols"], pty["rows"]) if pty else None,
-                                        Liveness(master.describe))
+                                        Liveness(master.describe), on_started)
         except _WedgedAt as wedged:
             master.kill(str(wedged.cause))
             if signals.received:  # it was being asked to cancel: its death ended the session
@@ -243,10 +243,11 @@ class _WedgedAt(Exception):
 
 
 def _await_end(stream: MessageStream, signals: _Signals, size_sent: tuple[int, int] | None,
-               liveness: Liveness | None = None) -> tuple[dict | None, bool]:
-    """The master's last message (None if it went away) and whether the command had started. Terminal resizes are
-    passed on; on a signal, the master is asked to cancel and its answer awaited (bounded). Raises _WedgedAt when
-    the master stops answering (see the module docstring)."""
+               liveness: Liveness | None = None, on_started: Callable[[], None] = lambda: None,
+               ) -> tuple[dict | None, bool]:
+    """The master's last message (None if it went away) and whether the command had started (then on_started was
+    called). Terminal resizes are passed on; on a signal, the master is asked to cancel and its answer awaited
+    (bounded). Raises _WedgedAt when the master stops answering (see the module docstring)."""
     liveness = liveness or Liveness("the SSH master")
     deadline, started = None, False
     start_by = time.monotonic() + STARTED_WITHIN_S
@@ -295,6 +296,7 @@ def _await_end(stream: MessageStream, signals: _Signals, size_sent: tuple[int, i
         liveness.heard_from()
         if message["op"] == "started":
             started = True
+            on_started()
         elif message["op"] == "warning":
             _warn(str(message.get("message", "")))
         elif message["op"] in ("end", "error", "direct"):
@@ -348,6 +350,25 @@ def stop_master(home: Path, workspace_id: str, workspace_uid: str) -> bool:
             if not master.wait(STOP_WAIT_S):
                 kill_and_wait(master)
     return True
+
+
+@contextlib.contextmanager
+def _session_input(stdin_fd: int | None, interactive: bool) -> Iterator[tuple[int | None, Callable[[], None]]]:
+    """The stdin the master is given, and what to do once it says the command started.
+
+    A terminal is read here and passed on through a pipe (stdin_pump.through_pipe), so job control stops this job
+    when it reads in the background (or after Ctrl-Z and `bg`), as on the driver's path, instead of the master taking
+    what the user types at their shell. The copy starts with the command: until then a stopped client holds no
+    master's start lock, and what is typed ahead stays in the terminal for the path that runs the command if this
+    one does not (`direct`, an error). An interactive session gets the terminal itself: its raw mode already stops a
+    background job, and it needs the terminal for its size."""
+    if stdin_fd is None or interactive or not os.isatty(stdin_fd):
+        yield stdin_fd, lambda: None
+        return
+    from devsy.stdin_pump import through_pipe  # here: a session from a script or a pipe does without it
+
+    with through_pipe(stdin_fd) as piped:
+        yield piped.read_end, piped.start
 
 
 def _stdin_fd() -> int | None:

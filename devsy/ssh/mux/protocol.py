@@ -2,7 +2,9 @@
 
 The design is OpenSSH's ControlMaster: one long-lived process per workspace holds the SSH connection(s) to the
 agent, and each `devsy ssh` asks it for a session, handing over its own stdin/stdout/stderr descriptors
-(SCM_RIGHTS), so the master reads and writes them directly: no extra copy of the bytes through this process.
+(SCM_RIGHTS), so the master reads and writes them directly: no extra copy of the bytes through this process. The
+exception is a terminal as the stdin of a command: the client reads it and hands over a pipe, so job control still
+stops the client when it reads in the background (mux/client.py _session_input).
 
 Wire: length-prefixed JSON messages on a Unix stream socket. Client to master: `session` (with 3 descriptors),
 `resize`, `cancel`, `exit`, `ping`. Master to client: `started` (sent just before the command goes to the agent, or
