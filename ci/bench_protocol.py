@@ -13,8 +13,9 @@ reading it). The load average is printed with them: on a busy machine they are n
 with a quiet run, only with the peer of the same run. Throughput pipes `--mib` MiB through `cat` in one
 workspace container, once through devsy-provider-docker (gRPC Exec) and once through the built-in DockerDriver, in
 the same run and the same container, and checks the bytes came back intact; then once more through
-devsy-fake-runtime's in-process `cat` (no engine), the protocol path's own ceiling on this machine. The load average
-is printed before the throughput figures, and each figure says the CPU it took per MiB (host, provider, the rest
+devsy-fake-runtime's in-process `cat` (no engine), the protocol path's own ceiling on this machine; then through a
+bare grpcio echo of the same frames (ci/grpc_echo.py: no devsy code, no protobuf), the transport's own ceiling.
+The load average is printed before the throughput figures, and each figure says the CPU it took per MiB (host, provider, the rest
 of the machine): on a machine whose CPUs are all busy, that bounds the ratio more than any wait does.
 `--throughput-only` skips the start-up figures.
 """
@@ -42,7 +43,9 @@ from devsy.driver.docker.driver import DockerDriver
 from devsy.driver.docker.options import DockerOptions
 from devsy.runtime.host.launcher import ProviderCommand
 from devsy.runtime.host.testing import docker_command, fake_command, running
-from devsy.runtime.wire.constants import APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS
+from devsy.runtime.wire.constants import (APP_PROTOCOL_VERSION, COOKIE_KEY, COOKIE_VALUE, ENV_PROTOCOL_VERSIONS,
+                                          MAX_FRAME)
+from grpc_echo import echo, echo_server
 
 WARMUP_RUNS = 3
 GO_INTEROP_BIN = Path(os.environ.get("DEVSY_GO_INTEROP_BIN") or Path(__file__).resolve().parents[1].parent / "shared"
@@ -197,9 +200,9 @@ class CpuMeter:
         return own.user + own.system, descendants, machine.user + machine.system + machine.nice + machine.softirq \
             + machine.irq
 
-    def per_mib(self, mib: float) -> str:
+    def per_mib(self, mib: float, child: str = "provider") -> str:
         rest = self.machine - self.host - self.providers
-        return (f"CPU ms per MiB: host {1000 * self.host / mib:.1f}, provider {1000 * self.providers / mib:.1f}, "
+        return (f"CPU ms per MiB: host {1000 * self.host / mib:.1f}, {child} {1000 * self.providers / mib:.1f}, "
                 f"engine+cat+other {1000 * rest / mib:.1f}, machine {1000 * self.machine / mib:.1f} (a CPU-bound "
                 f"ceiling of {os.cpu_count() * mib / self.machine:.0f} MiB/s on {os.cpu_count()} CPUs)")
 
@@ -226,6 +229,20 @@ def protocol_floor(payload: bytes, mib: int) -> None:
         meter = CpuMeter()
         print(f"exec {mib} MiB through cat, protocol without a backend (devsy-fake-runtime, in-process cat): "
               f"{throughput(run_exec, payload, meter):.1f} MiB/s; {meter.per_mib(mib)}", flush=True)
+
+
+def transport_floor(payload: bytes, mib: int) -> None:
+    """The same bytes, both ways at once in MAX_FRAME frames, through a bare grpcio echo between two processes:
+    what gRPC in Python moves on this machine, with nothing of devsy's on either side."""
+    with echo_server() as target:
+        echo(target, payload[: 1024 * 1024], MAX_FRAME)  # warm-up: the server's threads, both sides' first-call paths
+        meter = CpuMeter()
+        with meter:
+            started = time.perf_counter()
+            echo(target, payload, MAX_FRAME)
+            elapsed = time.perf_counter() - started
+    print(f"echo {mib} MiB, bare grpcio in {MAX_FRAME}-byte frames (no devsy code): {mib / elapsed:.1f} MiB/s; "
+          f"{meter.per_mib(mib, child='echo server')}", flush=True)
 
 
 def main() -> int:
@@ -261,6 +278,7 @@ def main() -> int:
         ratio = results["protocol (devsy-provider-docker)"] / results["built-in DockerDriver"]
         print(f"protocol / built-in throughput: {ratio:.2f}", flush=True)
         protocol_floor(payload, args.mib)
+        transport_floor(payload, args.mib)
     finally:
         builtin.delete(ws)
     return 0
