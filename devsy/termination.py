@@ -15,6 +15,11 @@ A handler devsy installs does no work itself: it records the signal and writes a
 runs a handler in the main thread between two of its bytecodes, so a handler that took a lock would wait for ever
 whenever the main thread held that lock at the moment the signal came (a CancelToken's, while a driver unregisters a
 callback: OpenSSH hanging up `devsy ssh --stdio` hung it that way). A poll loop or `cancelling`'s watcher thread acts.
+
+For the same reason the pipe is also written by Python's C-level handler (signal.set_wakeup_fd), in whatever thread
+took the signal: the kernel may hand a signal to any thread (one sent while the process is stopped goes to the first
+thread to run when it continues, as `kill %N` does to a stopped job), and a main thread blocked in a read runs the
+handler only once that read returns, which may be never.
 """
 
 from __future__ import annotations
@@ -97,6 +102,16 @@ class SignalWake:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"!")
 
+    @contextlib.contextmanager
+    def from_any_thread(self) -> Iterator[None]:
+        """While the block runs, every signal with a Python handler also writes its number to `wake_r` at once, from
+        the thread that took it (set_wakeup_fd; main thread only, like signal.signal)."""
+        previous = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        try:
+            yield
+        finally:
+            signal.set_wakeup_fd(previous)
+
     def close_writer(self) -> None:
         """No more wakes: a reader of `wake_r` sees end of file once it has read what was written."""
         if self._wake_w >= 0:
@@ -112,15 +127,20 @@ class SignalWake:
 def cancelling(signums: Iterable[int], cancel: Callable[[], None], *,
                keep_ignored: bool = True) -> Iterator[list[int]]:
     """While the block runs, each of `signums` (see install() for ignored ones) makes a watcher thread call `cancel`;
-    yields the list of signals received. `cancel` may take locks and run callbacks: it never runs in the handler."""
+    yields the list of signals received. `cancel` may take locks and run callbacks: it never runs in the handler.
+
+    The watcher acts on the number the C-level handler writes (SignalWake.from_any_thread), not on the Python
+    handler, which only records the signal: the main thread may not run that handler before the command is over."""
+    signums = frozenset(signums)
     wake = SignalWake()
-    watcher = threading.Thread(target=_cancel_on_wake, args=(wake.wake_r, cancel), name="signal-watcher",
+    watcher = threading.Thread(target=_cancel_on_wake, args=(wake.wake_r, signums, cancel), name="signal-watcher",
                                daemon=True)
     watcher.start()
     try:
-        previous = install(signums, wake.handler, keep_ignored=keep_ignored)
+        previous = install(signums, lambda signum, _frame: wake.received.append(signum), keep_ignored=keep_ignored)
         try:
-            yield wake.received
+            with wake.from_any_thread():
+                yield wake.received
         finally:
             restore(previous)
     finally:
@@ -130,8 +150,10 @@ def cancelling(signums: Iterable[int], cancel: Callable[[], None], *,
             os.close(wake.wake_r)
 
 
-def _cancel_on_wake(wake_r: int, cancel: Callable[[], None]) -> None:
-    while os.read(wake_r, 64):
+def _cancel_on_wake(wake_r: int, signums: frozenset[int], cancel: Callable[[], None]) -> None:
+    while data := os.read(wake_r, 64):
+        if signums.isdisjoint(data):
+            continue  # another handler's signal (a terminal's SIGWINCH, say): set_wakeup_fd writes every one
         try:
             cancel()
         except Exception as exc:  # noqa: BLE001 - a failed callback must not leave later signals unheard

@@ -35,6 +35,38 @@ def test_a_signal_while_the_main_thread_holds_the_tokens_lock_cancels_once_it_is
     assert signal.getsignal(signal.SIGHUP) == before
 
 
+def test_a_signal_another_thread_takes_is_written_to_the_wake_pipe_by_that_thread() -> None:
+    """The kernel may hand a signal to any thread (one sent to a stopped process goes to the first thread to run
+    when it continues: `kill %N` on a stopped job). Its Python handler then waits for the main thread, which may be
+    blocked until the command ends; the C-level handler writes the signal's number at once, in the thread that took
+    it, and the watcher acts on that."""
+    wake = termination.SignalWake()
+    try:
+        with termination.handling((signal.SIGHUP,), lambda *_: None), wake.from_any_thread():
+            bystander = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGHUP))
+            bystander.start()
+            bystander.join()
+            os.set_blocking(wake.wake_r, False)
+            assert os.read(wake.wake_r, 64) == bytes([signal.SIGHUP])
+    finally:
+        wake.close()
+
+
+@pytest.mark.parametrize(("written", "cancels"), [(bytes([signal.SIGWINCH]), 0),
+                                                 (bytes([signal.SIGWINCH, signal.SIGHUP]), 1)],
+                         ids=["SIGWINCH", "SIGWINCH-then-SIGHUP"])
+def test_only_the_signals_given_cancel(written: bytes, cancels: int) -> None:
+    """Every signal with a Python handler writes its number to the watcher's pipe (a terminal's SIGWINCH, say): only
+    the ones `cancelling` was given cancel."""
+    calls: list[None] = []
+    wake_r, wake_w = os.pipe()
+    os.write(wake_w, written)
+    os.close(wake_w)
+    termination._cancel_on_wake(wake_r, frozenset({signal.SIGHUP}), lambda: calls.append(None))
+    os.close(wake_r)
+    assert len(calls) == cancels
+
+
 def test_a_command_hung_up_while_unsubscribing_ends_as_hung_up() -> None:
     def run(cancel: CancelToken) -> int:
         unsubscribe = cancel.on_cancel(lambda: None)

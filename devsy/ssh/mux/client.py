@@ -406,7 +406,8 @@ class _Signals(termination.SignalWake):
 def _signals() -> Iterator[_Signals]:
     signals = _Signals()
     try:
-        with termination.handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signals.handler):
+        with termination.handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signals.handler), \
+                signals.from_any_thread():
             yield signals
     finally:
         signals.close()
