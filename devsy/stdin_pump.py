@@ -9,6 +9,14 @@ A stream with a descriptor (a tty, pipe, socket or file) is watched with poll() 
 stop() ends the loop at once without closing anything. A stream without a descriptor can only be unblocked by
 closing it, which stop() does only when we own it. A caller-owned stream is never closed; an owned one is closed
 when the copy is over.
+
+A background job's read of its terminal is one the kernel stops (SIGTTIN) and, once the job is continued, restarts
+on its own: a job continued still in the background (`kill %N` sends SIGTERM, then SIGCONT) is stopped again before
+its main thread can act on the signal, and `kill %N` never ends it. So the pump does not read its controlling terminal
+from the background where the kernel would stop it: it stops the job itself (SIGTTIN to its process group), and once
+continued it waits for the foreground (or for stop()) without reading. The job then runs, and a SIGTERM that came
+with the SIGCONT ends it (termination.py hears it from whichever thread took it). A job continued in the background
+(`bg`) waits for the foreground the same way rather than stopping again.
 """
 
 from __future__ import annotations
@@ -18,11 +26,16 @@ import functools
 import io
 import os
 import select
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 _CHUNK = 1024 * 1024
+# How often a job continued in the background looks whether it has the terminal yet (no event says so).
+_FOREGROUND_POLL_MS = 200
+# How far up the process tree the orphaned-group check goes (a job's own chain of wrappers is short).
+_ANCESTORS_LOOKED_AT = 16
 # How long through_pipe waits for its copier to end once stopped: it is then between a poll() and a read of input
 # that poll() said is there, or writing into a pipe whose last reader it has just lost.
 _JOIN_S = 2.0
@@ -89,10 +102,15 @@ class StdinPump(threading.Thread):
         if fd is not None:
             poller.register(fd, select.POLLIN)
             poller.register(self._wake_r, select.POLLIN)
+        terminal = fd is not None and os.isatty(fd)
         while not self._stopping.is_set():
             if fd is not None:
                 if self._wake_r in dict(poller.poll()):
                     return
+                if terminal and _reading_would_stop(fd):
+                    if not self._stop_until_foreground(fd):
+                        return
+                    continue
                 data = os.read(fd, _CHUNK)
             else:
                 read1 = getattr(self._source, "read1", None)
@@ -102,6 +120,56 @@ class StdinPump(threading.Thread):
             if not data:
                 return
             self._sink(data)
+
+    def _stop_until_foreground(self, fd: int) -> bool:
+        """Stop our job as the kernel stops a background read (SIGTTIN to the process group); once continued, wait
+        without reading until the job has the terminal (True) or the copy is stopped (False)."""
+        os.killpg(os.getpgrp(), signal.SIGTTIN)  # returns once the job is continued
+        waiter = select.poll()
+        waiter.register(self._wake_r, select.POLLIN)
+        while _reading_would_stop(fd):
+            if waiter.poll(_FOREGROUND_POLL_MS):
+                return False
+        return True
+
+
+def _reading_would_stop(fd: int) -> bool:
+    """Whether the kernel would stop our job (SIGTTIN) if we read terminal `fd` now: it is our controlling terminal,
+    another process group has it, SIGTTIN is not ignored, and the group is not orphaned (an orphaned group's read
+    fails with EIO instead). Where that is not clear-cut, the read itself lets the kernel decide."""
+    try:
+        if os.tcgetpgrp(fd) == os.getpgrp():
+            return False
+    except OSError:
+        return False  # not our controlling terminal: no job control applies to reading it
+    return signal.getsignal(signal.SIGTTIN) is not signal.SIG_IGN and _run_by_a_shell_outside_the_group()
+
+
+def _run_by_a_shell_outside_the_group() -> bool:
+    """Whether the nearest ancestor outside our process group is in our session: the shell that runs the job (our
+    parent, or a wrapper script's). Then the group is not orphaned."""
+    group, session = os.getpgrp(), os.getsid(0)
+    pid = os.getpid()
+    for _ in range(_ANCESTORS_LOOKED_AT):
+        parent = _parent_of(pid)
+        if parent is None or parent <= 1:
+            return False
+        try:
+            if os.getpgid(parent) != group:
+                return os.getsid(parent) == session
+        except OSError:
+            return False  # gone meanwhile
+        pid = parent
+    return False
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _fileno(stream: BinaryIO) -> int | None:
@@ -156,9 +224,7 @@ def through_pipe(fd: int) -> Iterator[PipedInput]:
     Another process given the terminal itself (the SSH master, in its own session) is not stopped, and would take what
     the user types at their shell. Reading it here keeps the job control this process's.
 
-    A limit shared with every reader of a terminal on a thread: a job stopped that way is not ended by `kill %N`
-    (SIGTERM, then SIGCONT). The kernel restarts the interrupted read as the job continues, which stops it again
-    before the main thread can act on SIGTERM. `fg` then Ctrl-C, or `kill -KILL %N`, ends it.
+    The copy is StdinPump's, whose job control also lets `kill %N` end a job stopped that way.
     """
     piped = PipedInput(fd)
     try:

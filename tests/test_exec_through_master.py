@@ -8,6 +8,8 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import pytest
 
 from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env, imported_modules
 from helpers.projects import make_project
+from fixtures.process_observer import ProcessObserver
 from test_ssh_interactive import Terminal
 
 from devsy.agent.guest.channel_requests import parse_argv_request
@@ -259,20 +262,28 @@ def test_a_command_started_with_stdin_closed_runs_with_empty_input(devsy: DevsyC
 
 
 # A shell's job control, reduced: the session leader of a terminal runs devsy as a background job (its own process
-# group, not the terminal's foreground one), reports when the job stops and why, then brings it to the foreground.
+# group, not the terminal's foreground one), reports when the job stops and why, then either brings it to the
+# foreground (`fg`) or does what bash's `kill %N` does to a stopped job (SIGTERM, then SIGCONT: it stays in the
+# background).
 _JOB_SHELL = r"""
 import os, signal, sys
+then, argv = sys.argv[1], sys.argv[2:]
 job = os.fork()
 if job == 0:
     os.setpgid(0, 0)
-    os.execvp(sys.argv[1], sys.argv[1:])
+    os.execvp(argv[0], argv)
 os.setpgid(job, job)
 print(f"job {job}", flush=True)
 _, status = os.waitpid(job, os.WUNTRACED)
 if os.WIFSTOPPED(status):
     print(f"stopped by {signal.Signals(os.WSTOPSIG(status)).name}", flush=True)
-    signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a shell's `fg`: the job becomes the terminal's foreground
-    os.tcsetpgrp(0, job)
+    if then == "fg":
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # the job becomes the terminal's foreground
+        os.tcsetpgrp(0, job)
+    else:
+        while sys.stdin.readline() not in ("kill\n", ""):  # the shell reads its own input meanwhile
+            pass
+        os.killpg(job, signal.SIGTERM)
     os.killpg(job, signal.SIGCONT)
     _, status = os.waitpid(job, 0)
 print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
@@ -286,7 +297,7 @@ def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_f
     """`devsy exec WS -- cmd &` reading the terminal stops (SIGTTIN), as the driver's path and OpenSSH do: the master
     once read the terminal itself, taking what the user typed at their shell. In the foreground it reads it."""
     ws = request.getfixturevalue(workspace)
-    term = Terminal([sys.executable, "-c", _JOB_SHELL, *DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"],
+    term = Terminal([sys.executable, "-c", _JOB_SHELL, "fg", *DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"],
                     cli_env(devsy, **mux_env), rows=24, cols=80)
     job = None
     try:
@@ -304,4 +315,48 @@ def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_f
             if pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
+    assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
+
+
+@pytest.mark.parametrize("workspace", ["running_workspace", "exec_workspace"], ids=["agent", "no-agent"])
+@pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
+def test_kill_ends_a_background_job_stopped_for_reading_its_terminal(request, devsy: DevsyCli, workspace: str,
+                                                                      mux_env) -> None:
+    """`kill %N` on a job stopped by SIGTTIN (SIGTERM, then SIGCONT, the job still in the background) ends it as
+    SIGTERM ends `devsy exec`, guest command included. A read of the terminal, restarted by the kernel as the job
+    continued, once stopped it again before it could act on the signal: `kill %N` never ended it."""
+    _kill_a_stopped_job(devsy, request.getfixturevalue(workspace), mux_env, [])
+
+
+def test_kill_ends_a_stopped_background_job_a_script_runs(devsy: DevsyCli, exec_workspace: str) -> None:
+    """The job is a script that runs devsy (devsy's parent is in the job's group, the shell outside it): the group
+    is not orphaned, so devsy stops it itself as in the test above. The script outlives SIGTERM (a trap), so the
+    job ends only if devsy does."""
+    _kill_a_stopped_job(devsy, exec_workspace, {}, ["sh", "-c", 'trap : TERM; "$@"; exit $?', "sh"])
+
+
+def _kill_a_stopped_job(devsy: DevsyCli, ws: str, mux_env: dict[str, str], wrapper: list[str]) -> None:
+    nonce = f"bg-kill-{secrets.token_hex(4)}"
+    term = Terminal([sys.executable, "-c", _JOB_SHELL, "kill", *wrapper, *DEVSY, "exec", ws, "--", "sh", "-c",
+                     f'echo "pid $$"; tr a-z A-Z; : {nonce}'], cli_env(devsy, **mux_env), rows=24, cols=80)
+    job = None
+    try:
+        assert term.expect(b"\r\n", timeout=30), term.output
+        job = int(term.output.split()[1])
+        assert term.expect(b"pid ", timeout=60) and term.expect(b"\r\n", timeout=10), term.output
+        guest_pid = int(re.search(rb"pid (\d+)\r\n", term.output)[1])
+        observer = ProcessObserver.via_devsy(DEVSY, ws, env=cli_env(devsy, **mux_env))
+        guest = observer.identify(guest_pid, nonce)
+        term.type("typed at the shell\n")
+        assert term.expect(b"stopped by SIGTTIN", timeout=60), term.output
+        term.type("kill\n")
+        assert term.expect(f"exit {128 + signal.SIGTERM}".encode(), timeout=60), term.output
+        assert b"TYPED" not in term.output, term.output
+        assert term.wait() == 0
+    finally:
+        for pid in (job, term.pid):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+    assert observer.wait_dead([guest], timeout=30) == [], "the guest command outlived the job"
     assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
