@@ -106,6 +106,9 @@ class SignalWake:
     def from_any_thread(self) -> Iterator[None]:
         """While the block runs, every signal with a Python handler also writes its number to `wake_r` at once, from
         the thread that took it (set_wakeup_fd; main thread only, like signal.signal)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # no handler can be installed here either (signal.signal): nothing to be woken by
+            return
         previous = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         try:
             yield
@@ -137,12 +140,14 @@ def cancelling(signums: Iterable[int], cancel: Callable[[], None], *,
                                daemon=True)
     watcher.start()
     try:
-        previous = install(signums, lambda signum, _frame: wake.received.append(signum), keep_ignored=keep_ignored)
-        try:
-            with wake.from_any_thread():
+        # The wake pipe first: a signal coming as soon as its handler is in place must find the watcher listening.
+        with wake.from_any_thread():
+            previous = install(signums, lambda signum, _frame: wake.received.append(signum),
+                               keep_ignored=keep_ignored)
+            try:
                 yield wake.received
-        finally:
-            restore(previous)
+            finally:
+                restore(previous)
     finally:
         wake.close_writer()  # the watcher reads end of file once it has acted on every signal written before
         watcher.join(_WATCHER_JOIN_S)

@@ -52,6 +52,21 @@ def test_a_signal_another_thread_takes_is_written_to_the_wake_pipe_by_that_threa
         wake.close()
 
 
+def test_a_signal_as_soon_as_the_handler_is_in_place_cancels(monkeypatch) -> None:
+    """The watcher listens before any handler is installed: a signal right after install() is not only recorded."""
+    def install_then_signal(*args, **kwargs):
+        previous = install(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGHUP)  # its handler runs before os.kill returns
+        return previous
+
+    install = termination.install
+    monkeypatch.setattr(termination, "install", install_then_signal)
+    token = CancelToken()
+    with termination.cancelling((signal.SIGHUP,), token.cancel) as received:
+        assert received == [signal.SIGHUP]
+        assert token.wait(10)
+
+
 @pytest.mark.parametrize(("written", "cancels"), [(bytes([signal.SIGWINCH]), 0),
                                                  (bytes([signal.SIGWINCH, signal.SIGHUP]), 1)],
                          ids=["SIGWINCH", "SIGWINCH-then-SIGHUP"])
