@@ -135,14 +135,26 @@ class StdinPump(threading.Thread):
 
 def _reading_would_stop(fd: int) -> bool:
     """Whether the kernel would stop our job (SIGTTIN) if we read terminal `fd` now: it is our controlling terminal,
-    another process group has it, SIGTTIN is not ignored, and the group is not orphaned (an orphaned group's read
-    fails with EIO instead). Where that is not clear-cut, the read itself lets the kernel decide."""
+    another process group has it, SIGTTIN is neither ignored nor blocked, and the group is not orphaned (otherwise
+    the read fails with EIO). Where that is not clear-cut, the read itself lets the kernel decide.
+
+    The kernel checks and stops in one step; this cannot. A `fg` landing between the last check here (the terminal's
+    owner, done last for that reason) and the stop leaves the job stopped in the foreground: the shell says so, and
+    `fg` again continues it."""
+    if signal.getsignal(signal.SIGTTIN) is signal.SIG_IGN or signal.SIGTTIN in signal.pthread_sigmask(
+            signal.SIG_BLOCK, []):
+        return False
     try:
         if os.tcgetpgrp(fd) == os.getpgrp():
             return False
     except OSError:
         return False  # not our controlling terminal: no job control applies to reading it
-    return signal.getsignal(signal.SIGTTIN) is not signal.SIG_IGN and _run_by_a_shell_outside_the_group()
+    if not _run_by_a_shell_outside_the_group():
+        return False
+    try:
+        return os.tcgetpgrp(fd) != os.getpgrp()
+    except OSError:
+        return False
 
 
 def _run_by_a_shell_outside_the_group() -> bool:
