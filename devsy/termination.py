@@ -58,11 +58,16 @@ def _raise_terminated(signum: int, _frame: object) -> None:
 
 def install(signums: Iterable[int], handler: Handler, *, keep_ignored: bool = True) -> dict[int, Any]:
     """Set `handler` for each of `signums` the process does not ignore (every one, with keep_ignored=False: for a
-    process devsy itself starts and stops with these signals); the previous handlers, for restore()."""
+    process devsy itself starts and stops with these signals); the previous handlers, for restore(). One that cannot
+    be set (SIGKILL, say) raises with the ones set before it put back."""
     previous = {}
-    for signum in signums:
-        if not keep_ignored or signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, handler)
+    try:
+        for signum in signums:
+            if not keep_ignored or signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, handler)
+    except BaseException:
+        restore(previous)
+        raise
     return previous
 
 

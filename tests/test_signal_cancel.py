@@ -67,6 +67,14 @@ def test_a_signal_as_soon_as_the_handler_is_in_place_cancels(monkeypatch) -> Non
         assert token.wait(10)
 
 
+def test_a_signal_that_cannot_be_handled_leaves_the_handlers_as_they_were() -> None:
+    before = signal.getsignal(signal.SIGHUP)
+    with pytest.raises(OSError):
+        with termination.cancelling((signal.SIGHUP, signal.SIGKILL), lambda: None):
+            pass
+    assert signal.getsignal(signal.SIGHUP) == before
+
+
 @pytest.mark.parametrize(("written", "cancels"), [(bytes([signal.SIGWINCH]), 0),
                                                  (bytes([signal.SIGWINCH, signal.SIGHUP]), 1)],
                          ids=["SIGWINCH", "SIGWINCH-then-SIGHUP"])
