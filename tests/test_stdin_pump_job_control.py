@@ -58,9 +58,15 @@ def test_a_background_read_the_kernel_fails_ends_the_copy(setup: str) -> None:
                                    env={**os.environ, "PYTHONPATH": str(REPO)})
         os.close(report_w)
         report_w = -1
-        with os.fdopen(report_r, "rb", closefd=False) as reports:
-            report = reports.read()
-        _, stderr = session.communicate(timeout=60)
+        try:
+            # Ends when the job and the session have closed their ends: the job's join(30) bounds both.
+            with os.fdopen(report_r, "rb", closefd=False) as reports:
+                report = reports.read()
+            _, stderr = session.communicate(timeout=60)
+        finally:
+            if session.poll() is None:
+                session.kill()
+                session.wait()
     finally:
         for fd in (primary, terminal, report_r, report_w):
             if fd >= 0:
