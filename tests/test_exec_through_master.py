@@ -338,13 +338,13 @@ def test_kill_ends_a_stopped_background_job_a_script_runs(devsy: DevsyCli, exec_
 def _kill_a_stopped_job(devsy: DevsyCli, ws: str, mux_env: dict[str, str], wrapper: list[str]) -> None:
     nonce = f"bg-kill-{secrets.token_hex(4)}"
     term = Terminal([sys.executable, "-c", _JOB_SHELL, "kill", *wrapper, *DEVSY, "exec", ws, "--", "sh", "-c",
-                     f'echo "pid $$"; tr a-z A-Z; : {nonce}'], cli_env(devsy, **mux_env), rows=24, cols=80)
+                     f'echo "pid $$ ."; tr a-z A-Z; : {nonce}'], cli_env(devsy, **mux_env), rows=24, cols=80)
     job = None
     try:
         assert term.expect(b"\r\n", timeout=30), term.output
         job = int(term.output.split()[1])
-        assert term.expect(b"pid ", timeout=60) and term.expect(b"\r\n", timeout=10), term.output
-        guest_pid = int(re.search(rb"pid (\d+)\r\n", term.output)[1])
+        assert term.expect(b" .\r\n", timeout=60), term.output  # the whole line: not the job's line's end
+        guest_pid = int(re.search(rb"pid (\d+) \.\r\n", term.output)[1])
         observer = ProcessObserver.via_devsy(DEVSY, ws, env=cli_env(devsy, **mux_env))
         guest = observer.identify(guest_pid, nonce)
         term.type("typed at the shell\n")
