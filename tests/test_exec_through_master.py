@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,23 @@ print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
 """
 
 
+@contextlib.contextmanager
+def _job_shell(then: str, argv: list[str], env: dict[str, str]) -> Iterator[Terminal]:
+    """_JOB_SHELL on a terminal of its own, running `argv` as its job, once it has said the job's pid; the shell and
+    the job's group are killed at the end, however the test ended."""
+    term = Terminal([sys.executable, "-c", _JOB_SHELL, then, *argv], env, rows=24, cols=80)
+    job = None
+    try:
+        assert term.expect(b"\r\n", timeout=30), term.output
+        job = int(term.output.split()[1])
+        yield term
+    finally:
+        for pid in (job, term.pid):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("workspace", ["running_workspace", "exec_workspace"], ids=["agent", "no-agent"])
 @pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
 def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_foreground(
@@ -297,12 +315,7 @@ def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_f
     """`devsy exec WS -- cmd &` reading the terminal stops (SIGTTIN), as the driver's path and OpenSSH do: the master
     once read the terminal itself, taking what the user typed at their shell. In the foreground it reads it."""
     ws = request.getfixturevalue(workspace)
-    term = Terminal([sys.executable, "-c", _JOB_SHELL, "fg", *DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"],
-                    cli_env(devsy, **mux_env), rows=24, cols=80)
-    job = None
-    try:
-        assert term.expect(b"\r\n", timeout=30), term.output
-        job = int(term.output.split()[1])
+    with _job_shell("fg", [*DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"], cli_env(devsy, **mux_env)) as term:
         term.type("typed at the shell\n")
         assert term.expect(b"stopped by SIGTTIN", timeout=60), term.output
         assert b"TYPED" not in term.output, term.output
@@ -310,11 +323,6 @@ def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_f
         assert term.expect(b"exit 0", timeout=60), term.output
         assert term.output.index(b"stopped by SIGTTIN") < term.output.index(b"TYPED AT THE SHELL"), term.output
         assert term.wait() == 0
-    finally:
-        for pid in (job, term.pid):
-            if pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
     assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
 
 
@@ -337,12 +345,8 @@ def test_kill_ends_a_stopped_background_job_a_script_runs(devsy: DevsyCli, exec_
 
 def _kill_a_stopped_job(devsy: DevsyCli, ws: str, mux_env: dict[str, str], wrapper: list[str]) -> None:
     nonce = f"bg-kill-{secrets.token_hex(4)}"
-    term = Terminal([sys.executable, "-c", _JOB_SHELL, "kill", *wrapper, *DEVSY, "exec", ws, "--", "sh", "-c",
-                     f'echo "pid $$ ."; tr a-z A-Z; : {nonce}'], cli_env(devsy, **mux_env), rows=24, cols=80)
-    job = None
-    try:
-        assert term.expect(b"\r\n", timeout=30), term.output
-        job = int(term.output.split()[1])
+    with _job_shell("kill", [*wrapper, *DEVSY, "exec", ws, "--", "sh", "-c", f'echo "pid $$ ."; tr a-z A-Z; : {nonce}'],
+                    cli_env(devsy, **mux_env)) as term:
         assert term.expect(b" .\r\n", timeout=60), term.output  # the whole line: not the job's line's end
         guest_pid = int(re.search(rb"pid (\d+) \.\r\n", term.output)[1])
         observer = ProcessObserver.via_devsy(DEVSY, ws, env=cli_env(devsy, **mux_env))
@@ -353,10 +357,5 @@ def _kill_a_stopped_job(devsy: DevsyCli, ws: str, mux_env: dict[str, str], wrapp
         assert term.expect(f"exit {128 + signal.SIGTERM}".encode(), timeout=60), term.output
         assert b"TYPED" not in term.output, term.output
         assert term.wait() == 0
-    finally:
-        for pid in (job, term.pid):
-            if pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
     assert observer.wait_dead([guest], timeout=30) == [], "the guest command outlived the job"
     assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
