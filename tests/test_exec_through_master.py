@@ -4,7 +4,6 @@ environment, and the cases that must take the driver's exec."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -12,16 +11,14 @@ import re
 import secrets
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env, imported_modules
 from helpers.projects import make_project
+from helpers.terminal import job_shell
 from fixtures.process_observer import ProcessObserver
-from test_ssh_interactive import Terminal
 
 from devsy.agent.guest.channel_requests import parse_argv_request
 from devsy.ssh.mux.processes import masters_under
@@ -262,52 +259,6 @@ def test_a_command_started_with_stdin_closed_runs_with_empty_input(devsy: DevsyC
     assert (result.returncode, result.stdout) == (0, b"done\n"), result
 
 
-# A shell's job control, reduced: the session leader of a terminal runs devsy as a background job (its own process
-# group, not the terminal's foreground one), reports when the job stops and why, then either brings it to the
-# foreground (`fg`) or does what bash's `kill %N` does to a stopped job (SIGTERM, then SIGCONT: it stays in the
-# background).
-_JOB_SHELL = r"""
-import os, signal, sys
-then, argv = sys.argv[1], sys.argv[2:]
-job = os.fork()
-if job == 0:
-    os.setpgid(0, 0)
-    os.execvp(argv[0], argv)
-os.setpgid(job, job)
-print(f"job {job}", flush=True)
-_, status = os.waitpid(job, os.WUNTRACED)
-if os.WIFSTOPPED(status):
-    print(f"stopped by {signal.Signals(os.WSTOPSIG(status)).name}", flush=True)
-    if then == "fg":
-        signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # the job becomes the terminal's foreground
-        os.tcsetpgrp(0, job)
-    else:
-        while sys.stdin.readline() not in ("kill\n", ""):  # the shell reads its own input meanwhile
-            pass
-        os.killpg(job, signal.SIGTERM)
-    os.killpg(job, signal.SIGCONT)
-    _, status = os.waitpid(job, 0)
-print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
-"""
-
-
-@contextlib.contextmanager
-def _job_shell(then: str, argv: list[str], env: dict[str, str]) -> Iterator[Terminal]:
-    """_JOB_SHELL on a terminal of its own, running `argv` as its job, once it has said the job's pid; the shell and
-    the job's group are killed at the end, however the test ended."""
-    term = Terminal([sys.executable, "-c", _JOB_SHELL, then, *argv], env, rows=24, cols=80)
-    job = None
-    try:
-        assert term.expect(b"\r\n", timeout=30), term.output
-        job = int(term.output.split()[1])
-        yield term
-    finally:
-        for pid in (job, term.pid):
-            if pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-
-
 @pytest.mark.parametrize("workspace", ["running_workspace", "exec_workspace"], ids=["agent", "no-agent"])
 @pytest.mark.parametrize("mux_env", [{}, DRIVER], ids=["master", "driver"])
 def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_foreground(
@@ -315,7 +266,7 @@ def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_f
     """`devsy exec WS -- cmd &` reading the terminal stops (SIGTTIN), as the driver's path and OpenSSH do: the master
     once read the terminal itself, taking what the user typed at their shell. In the foreground it reads it."""
     ws = request.getfixturevalue(workspace)
-    with _job_shell("fg", [*DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"], cli_env(devsy, **mux_env)) as term:
+    with job_shell("fg", [*DEVSY, "exec", ws, "--", "tr", "a-z", "A-Z"], cli_env(devsy, **mux_env)) as term:
         term.type("typed at the shell\n")
         assert term.expect(b"stopped by SIGTTIN", timeout=60), term.output
         assert b"TYPED" not in term.output, term.output
@@ -345,7 +296,7 @@ def test_kill_ends_a_stopped_background_job_a_script_runs(devsy: DevsyCli, exec_
 
 def _kill_a_stopped_job(devsy: DevsyCli, ws: str, mux_env: dict[str, str], wrapper: list[str]) -> None:
     nonce = f"bg-kill-{secrets.token_hex(4)}"
-    with _job_shell("kill", [*wrapper, *DEVSY, "exec", ws, "--", "sh", "-c", f'echo "pid $$ ."; tr a-z A-Z; : {nonce}'],
+    with job_shell("kill", [*wrapper, *DEVSY, "exec", ws, "--", "sh", "-c", f'echo "pid $$ ."; tr a-z A-Z; : {nonce}'],
                     cli_env(devsy, **mux_env)) as term:
         assert term.expect(b" .\r\n", timeout=60), term.output  # the whole line: not the job's line's end
         guest_pid = int(re.search(rb"pid (\d+) \.\r\n", term.output)[1])

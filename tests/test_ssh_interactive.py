@@ -2,59 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import select
-import signal
-import struct
-import termios
 import time
 
 import pytest
 
 from helpers.cli import DEVSY, cli_env
-
-
-class Terminal:
-    """`devsy ssh` running on a pty we control, like a user's terminal."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], rows: int, cols: int) -> None:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: becomes devsy ssh on the pty
-            os.execve(argv[0], argv, env)
-        self.resize(rows, cols, notify=False)
-        self.output = b""
-
-    def resize(self, rows: int, cols: int, notify: bool = True) -> None:
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        if notify:
-            os.kill(self.pid, signal.SIGWINCH)
-
-    def type(self, text: str) -> None:
-        os.write(self.fd, text.encode())
-
-    def expect(self, token: bytes, timeout: float = 30) -> bool:
-        deadline = time.monotonic() + timeout
-        while token not in self.output and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            try:
-                self.output += os.read(self.fd, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-        return token in self.output
-
-    def wait(self, timeout: float = 30) -> int | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-            self.expect(b"\0never\0", timeout=0.2)  # keep draining output so the child never blocks on it
-        os.kill(self.pid, signal.SIGKILL)
-        return None
+from helpers.terminal import Terminal
 
 
 _WORKSPACES = {"agent": "running_workspace", "exec": "exec_workspace", "exec-busybox": "busybox_workspace"}
