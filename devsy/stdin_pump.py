@@ -10,13 +10,9 @@ stop() ends the loop at once without closing anything. A stream without a descri
 closing it, which stop() does only when we own it. A caller-owned stream is never closed; an owned one is closed
 when the copy is over.
 
-A background job's read of its terminal is one the kernel stops (SIGTTIN) and, once the job is continued, restarts
-on its own: a job continued still in the background (`kill %N` sends SIGTERM, then SIGCONT) is stopped again before
-its main thread can act on the signal, and `kill %N` never ends it. So the pump does not read its controlling terminal
-from the background where the kernel would stop it: it stops the job itself (SIGTTIN to its process group), and once
-continued it waits for the foreground (or for stop()) without reading. The job then runs, and a SIGTERM that came
-with the SIGCONT ends it (termination.py hears it from whichever thread took it). A job continued in the background
-(`bg`) waits for the foreground the same way rather than stopping again.
+A background job's read of its terminal is one the kernel stops (SIGTTIN) and restarts once the job is continued, so
+`kill %N` could not end a job stopped that way. The pump does not read its controlling terminal from the background
+where the kernel would stop it: it stops the job itself and waits for the foreground (job_control.py).
 """
 
 from __future__ import annotations
@@ -31,11 +27,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from devsy import job_control
+
 _CHUNK = 1024 * 1024
-# How often a job continued in the background looks whether it has the terminal yet (no event says so).
-_FOREGROUND_POLL_MS = 200
-# How far up the process tree the orphaned-group check goes (a job's own chain of wrappers is short).
-_ANCESTORS_LOOKED_AT = 16
 # How long through_pipe waits for its copier to end once stopped: it is then between a poll() and a read of input
 # that poll() said is there, or writing into a pipe whose last reader it has just lost.
 _JOIN_S = 2.0
@@ -107,9 +101,9 @@ class StdinPump(threading.Thread):
             if fd is not None:
                 if self._wake_r in dict(poller.poll()):
                     return
-                if terminal and _reading_would_stop(fd):
-                    if not self._stop_until_foreground(fd):
-                        return
+                if terminal and job_control.would_stop(fd, signal.SIGTTIN):
+                    if not job_control.stop_until_foreground(fd, signal.SIGTTIN, self._stopping.wait):
+                        return  # stopped meanwhile
                     continue
                 data = os.read(fd, _CHUNK)
             else:
@@ -120,68 +114,6 @@ class StdinPump(threading.Thread):
             if not data:
                 return
             self._sink(data)
-
-    def _stop_until_foreground(self, fd: int) -> bool:
-        """Stop our job as the kernel stops a background read (SIGTTIN to the process group); once continued, wait
-        without reading until the job has the terminal (True) or the copy is stopped (False)."""
-        os.killpg(os.getpgrp(), signal.SIGTTIN)  # returns once the job is continued
-        waiter = select.poll()
-        waiter.register(self._wake_r, select.POLLIN)
-        while _reading_would_stop(fd):
-            if waiter.poll(_FOREGROUND_POLL_MS):
-                return False
-        return True
-
-
-def _reading_would_stop(fd: int) -> bool:
-    """Whether the kernel would stop our job (SIGTTIN) if we read terminal `fd` now: it is our controlling terminal,
-    another process group has it, SIGTTIN is neither ignored nor blocked, and the group is not orphaned (otherwise
-    the read fails with EIO). Where that is not clear-cut, the read itself lets the kernel decide.
-
-    The kernel checks and stops in one step; this cannot. A `fg` landing between the last check here (the terminal's
-    owner, done last for that reason) and the stop leaves the job stopped in the foreground: the shell says so, and
-    `fg` again continues it."""
-    if signal.getsignal(signal.SIGTTIN) is signal.SIG_IGN or signal.SIGTTIN in signal.pthread_sigmask(
-            signal.SIG_BLOCK, []):
-        return False
-    try:
-        if os.tcgetpgrp(fd) == os.getpgrp():
-            return False
-    except OSError:
-        return False  # not our controlling terminal: no job control applies to reading it
-    if not _run_by_a_shell_outside_the_group():
-        return False
-    try:
-        return os.tcgetpgrp(fd) != os.getpgrp()
-    except OSError:
-        return False
-
-
-def _run_by_a_shell_outside_the_group() -> bool:
-    """Whether the nearest ancestor outside our process group is in our session: the shell that runs the job (our
-    parent, or a wrapper script's). Then the group is not orphaned."""
-    group, session = os.getpgrp(), os.getsid(0)
-    pid = os.getpid()
-    for _ in range(_ANCESTORS_LOOKED_AT):
-        parent = _parent_of(pid)
-        if parent is None or parent <= 1:
-            return False
-        try:
-            if os.getpgid(parent) != group:
-                return os.getsid(parent) == session
-        except OSError:
-            return False  # gone meanwhile
-        pid = parent
-    return False
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _fileno(stream: BinaryIO) -> int | None:
