@@ -64,11 +64,7 @@ class Terminal:
 _JOB_SHELL = r"""
 import os, signal, sys
 then, argv = sys.argv[1], sys.argv[2:]
-job = os.fork()
-if job == 0:
-    os.setpgid(0, 0)
-    os.execvp(argv[0], argv)
-os.setpgid(job, job)
+job = os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0)  # its own group from the start, as a shell does
 print(f"job {job}", flush=True)
 _, status = os.waitpid(job, os.WUNTRACED)
 if os.WIFSTOPPED(status):
