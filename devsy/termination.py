@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -106,6 +107,17 @@ class SignalWake:
     def wake(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"!")
+
+    def wait(self, timeout: float) -> bool:
+        """Whether a signal has been received, waiting up to `timeout` seconds for one (main thread: its handler
+        runs there). A wake no signal of ours explains (another handler's byte, written through set_wakeup_fd) is
+        read away, so the next wait waits. Whenever this returns False, a signal recorded meanwhile still has its
+        handler's own wake in the pipe (written after recording), for the caller's poll loop."""
+        waiter = select.poll()
+        waiter.register(self.wake_r, select.POLLIN)
+        if not self.received and waiter.poll(timeout * 1000) and not self.received:
+            os.read(self.wake_r, 64)
+        return bool(self.received)
 
     @contextlib.contextmanager
     def from_any_thread(self) -> Iterator[None]:

@@ -5,6 +5,7 @@ hanging up `devsy ssh --stdio` at that moment once hung the proxy for good."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 
@@ -127,3 +128,41 @@ def test_a_signal_inherited_as_ignored_stays_ignored() -> None:
         os.kill(os.getpid(), signal.SIGHUP)
     assert received == [] and not token.is_cancelled()
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+
+
+@pytest.fixture
+def wake():
+    """A SignalWake handling SIGHUP, as the SSH master's client has one for SIGINT, SIGTERM and SIGHUP."""
+    wake = termination.SignalWake()
+    try:
+        with termination.handling((signal.SIGHUP,), wake.handler), wake.from_any_thread():
+            yield wake
+    finally:
+        wake.close()
+
+
+def _readable(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def test_wait_hears_a_signal_another_thread_took(wake) -> None:
+    """The wait a stopped `devsy ssh &` does for the foreground: the signal of a `kill %N` may go to any thread."""
+    bystander = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGHUP))
+    bystander.start()
+    bystander.join()
+    assert wake.wait(30)
+    assert wake.received == [signal.SIGHUP]
+
+
+def test_wait_leaves_a_received_signals_wake_for_the_poll_loop(wake) -> None:
+    os.kill(os.getpid(), signal.SIGHUP)  # its handler runs before os.kill returns
+    assert wake.wait(0)
+    assert _readable(wake.wake_r)  # the session's poll loop, next, still wakes for it
+
+
+def test_wait_reads_away_a_wake_no_signal_explains(wake) -> None:
+    wake.wake()  # as another handler's byte (a SIGWINCH's, through set_wakeup_fd) would
+    assert not wake.wait(0)
+    assert not _readable(wake.wake_r)  # the next wait waits instead of returning at once, again and again

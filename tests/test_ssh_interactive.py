@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 
 import pytest
 
 from helpers.cli import DEVSY, cli_env
-from helpers.terminal import Terminal
+from helpers.terminal import Terminal, job_shell
 
 
 _WORKSPACES = {"agent": "running_workspace", "exec": "exec_workspace", "exec-busybox": "busybox_workspace"}
@@ -50,3 +52,47 @@ def test_ctrl_c_reaches_the_remote_program_not_devsy(request, devsy, path):
     assert term.expect(b"interrupted-42"), term.output
     term.type("exit\n")
     assert term.wait() == 130  # `exit` passes on the last status: the interrupted program's
+
+
+_JOB_WORKSPACES = {"agent": "running_workspace", "exec": "exec_workspace"}
+_JOB_PATHS = {"master": {}, "driver": {"DEVSY_SSH_MUX": "0"}}
+
+
+@pytest.mark.parametrize("path", sorted(_JOB_WORKSPACES))
+@pytest.mark.parametrize("mux", sorted(_JOB_PATHS))
+def test_a_background_session_waits_for_the_foreground(request, devsy, path, mux):
+    """`devsy ssh WS &` stops (SIGTTOU: it would change the terminal's settings from the background), as OpenSSH
+    does; brought to the foreground, it is an interactive session like any other."""
+    workspace = request.getfixturevalue(_JOB_WORKSPACES[path])
+    with job_shell("fg", [*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm", **_JOB_PATHS[mux])) as term:
+        assert term.expect(b"stopped by SIGTTOU", timeout=60), term.output
+        term.type('echo "mark$((40+2))"\n')
+        assert term.expect(b"mark42", timeout=60), term.output
+        term.type("exit 3\n")
+        assert term.expect(b"exit 3\r\n", timeout=60), term.output
+        assert term.wait() == 0
+
+
+@pytest.mark.parametrize("path", sorted(_JOB_WORKSPACES))
+@pytest.mark.parametrize("mux", sorted(_JOB_PATHS))
+def test_kill_ends_a_background_session_stopped_for_its_terminal(request, devsy, path, mux):
+    """`kill %N` (SIGTERM, then SIGCONT, still in the background) ends `devsy ssh WS &` stopped by SIGTTOU as SIGTERM
+    ends devsy, before anything ran. The kernel's restarted tcsetattr once failed with EINTR, a traceback and exit 1
+    (or stopped the job again when another thread took the signal)."""
+    workspace = request.getfixturevalue(_JOB_WORKSPACES[path])
+    before = _guest_processes(devsy, workspace)
+    with job_shell("kill", [*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm", **_JOB_PATHS[mux])) as term:
+        assert term.expect(b"stopped by SIGTTOU", timeout=60), term.output
+        term.type("kill\n")
+        assert term.expect(f"exit {128 + signal.SIGTERM}\r\n".encode(), timeout=60), term.output
+        assert b"Traceback" not in term.output, term.output
+        assert term.wait() == 0
+    if mux == "driver":  # the master keeps its connection to the agent by design; stop and delete end it
+        assert _guest_processes(devsy, workspace) == before, "the session's transport outlived it in the guest"
+
+
+def _guest_processes(devsy, workspace: str) -> set[str]:
+    """The guest's processes (pid and command line), but the listing's own, listed through the driver's exec."""
+    listing = subprocess.run([*DEVSY, "exec", workspace, "--", "ps", "-eo", "pid=,args="], capture_output=True,
+                             env=cli_env(devsy, DEVSY_SSH_MUX="0"), timeout=60, check=True)
+    return {line.strip() for line in listing.stdout.decode().splitlines() if "ps -eo pid=,args=" not in line}

@@ -124,7 +124,7 @@ def _run_channel(transport: object, options: SshOptions, streams: SshStreams, ca
         stdin_fd = streams.stdin.fileno() if streams.stdin is not None else None
         if terminal.session_terminal(stdin_fd, options.command, options.tty, paths):
             fd: int = stdin_fd  # type: ignore[assignment]  # not None: wants_terminal checked
-            stack.enter_context(terminal.raw_mode(fd))  # first, so what the user types from now on is kept
+            stack.enter_context(terminal.raw_mode(fd, cancel.wait))  # first: what the user types from now on is kept
             columns, rows = terminal.size(fd)
             pty = PtyRequest(os.environ.get("TERM", "xterm-256color"), columns, rows)
         channel = open_session(transport, SessionRequest(options.command, dict(options.env), pty))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import termios
 import tty
 from collections.abc import Callable, Iterator
 
+from devsy import job_control
+from devsy.errors import Cancelled
 from devsy.workspace.paths import WorkspacePaths
 
 
@@ -44,15 +47,42 @@ def size(fd: int) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def raw_mode(fd: int) -> Iterator[None]:
-    """Keys (Ctrl-C included) go to the remote terminal as bytes; the local settings come back afterwards."""
-    saved = termios.tcgetattr(fd)
+def raw_mode(fd: int, wait_cancelled: job_control.WaitCancelled) -> Iterator[None]:
+    """Keys (Ctrl-C included) go to the remote terminal as bytes; the local settings come back afterwards.
+
+    From a background job (`devsy ssh &`), changing the terminal's settings stops the job until it is brought to the
+    foreground, as OpenSSH's does; a cancelling signal meanwhile (`kill %N`) raises Cancelled. job_control.py says why
+    devsy stops the job itself rather than let the kernel do it."""
+    saved = termios.tcgetattr(fd)  # reading the settings is allowed in the background
     # TCSADRAIN, as OpenSSH does: the default TCSAFLUSH would throw away what the user typed ahead.
-    tty.setraw(fd, termios.TCSADRAIN)
+    if not _change_settings(fd, lambda: tty.setraw(fd, termios.TCSADRAIN), wait_cancelled):
+        raise Cancelled("cancelled before the session started", hint="nothing ran in the workspace")
     try:
         yield
     finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        # Left as they are when cancelled in the background: only the terminal's foreground may change them, and
+        # the shell there restored its own when it took the terminal back.
+        _change_settings(fd, lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved), wait_cancelled)
+
+
+def _change_settings(fd: int, change: Callable[[], None], wait_cancelled: job_control.WaitCancelled) -> bool:
+    """Make `change` to terminal `fd`'s settings as soon as our job may: at once where the kernel would not stop the
+    job for it (the foreground, mostly), else once the user brings the job there. False when cancelled first."""
+    while True:
+        if job_control.would_stop(fd, signal.SIGTTOU):
+            if wait_cancelled(0) or not job_control.stop_until_foreground(fd, signal.SIGTTOU, wait_cancelled):
+                return False
+            continue
+        try:
+            change()
+            return True
+        except termios.error as exc:
+            # EINTR: the kernel stopped the job in the call after all (a `bg` raced the check above) and a signal
+            # came as it was continued.
+            if exc.args[0] != errno.EINTR:
+                raise
+            if wait_cancelled(0):
+                return False
 
 
 @contextlib.contextmanager

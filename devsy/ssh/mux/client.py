@@ -178,7 +178,7 @@ def _session(master: _Master, signals: _Signals, workspace_id: str, session: Ses
         pty = None
         if interactive:
             assert stdin_fd is not None
-            stack.enter_context(terminal.raw_mode(stdin_fd))  # first, so what the user types from now on is kept
+            stack.enter_context(terminal.raw_mode(stdin_fd, signals.wait))  # first: what is typed from now on is kept
             columns, rows = terminal.size(stdin_fd)
             pty = {"term": os.environ.get("TERM", "xterm-256color"), "cols": columns, "rows": rows}
             stack.enter_context(terminal.on_resize(stdin_fd, signals.resized))
