@@ -35,9 +35,9 @@ WaitCancelled = Callable[[float], bool]
 def would_stop(fd: int, signum: signal.Signals) -> bool:
     """Whether the kernel would stop our job with `signum` (SIGTTIN: reading; SIGTTOU: changing the terminal's
     settings) if we used terminal `fd` now: it is our controlling terminal, another process group has it, `signum` is
-    neither ignored nor blocked, and the group is not orphaned. Otherwise the kernel does not stop the job (a read
-    fails with EIO; a change of settings is made), and where that is not clear-cut, the call itself lets the kernel
-    decide."""
+    neither ignored nor blocked, and the group is not orphaned. Otherwise the kernel does not stop the job (with the
+    signal ignored or blocked, a read fails with EIO and a change of settings is made; in an orphaned group both fail
+    with EIO), and where that is not clear-cut, the call itself lets the kernel decide."""
     if signal.getsignal(signum) is signal.SIG_IGN or signum in signal.pthread_sigmask(signal.SIG_BLOCK, []):
         return False
     try:
@@ -53,14 +53,25 @@ def would_stop(fd: int, signum: signal.Signals) -> bool:
         return False
 
 
+class TerminalLost(Exception):
+    """The job waited for the terminal's foreground, and the terminal stopped being one it can get: the shell that
+    ran the job exited (the group is orphaned) or the terminal hung up (it is no longer our controlling terminal)."""
+
+
 def stop_until_foreground(fd: int, signum: signal.Signals, wait_cancelled: WaitCancelled) -> bool:
     """Stop our job as the kernel would (`signum` to our process group); once continued, wait without touching the
-    terminal until the job has it (True) or `wait_cancelled` says we were cancelled (False)."""
+    terminal until the job has it (True) or `wait_cancelled` says we were cancelled (False). Raises TerminalLost
+    when the wait ends for neither."""
     os.killpg(os.getpgrp(), signum)  # returns once the job is continued
     while would_stop(fd, signum):
         if wait_cancelled(FOREGROUND_POLL_S):
             return False
-    return True
+    try:
+        if os.tcgetpgrp(fd) == os.getpgrp():
+            return True
+    except OSError:
+        pass
+    raise TerminalLost(f"the terminal is no longer this job's (fd {fd})")
 
 
 def _run_by_a_shell_outside_the_group() -> bool:

@@ -102,8 +102,11 @@ class StdinPump(threading.Thread):
                 if self._wake_r in dict(poller.poll()):
                     return
                 if terminal and job_control.would_stop(fd, signal.SIGTTIN):
-                    if not job_control.stop_until_foreground(fd, signal.SIGTTIN, self._stopping.wait):
-                        return  # stopped meanwhile
+                    try:
+                        if not job_control.stop_until_foreground(fd, signal.SIGTTIN, self._stopping.wait):
+                            return  # stopped meanwhile
+                    except job_control.TerminalLost:
+                        pass  # the read below lets the kernel say what is left of it (EIO, mostly)
                     continue
                 data = os.read(fd, _CHUNK)
             else:

@@ -11,7 +11,7 @@ import tty
 from collections.abc import Callable, Iterator
 
 from devsy import job_control
-from devsy.errors import Cancelled
+from devsy.errors import Cancelled, DevsyError
 from devsy.workspace.paths import WorkspacePaths
 
 
@@ -51,18 +51,41 @@ def raw_mode(fd: int, wait_cancelled: job_control.WaitCancelled) -> Iterator[Non
     """Keys (Ctrl-C included) go to the remote terminal as bytes; the local settings come back afterwards.
 
     From a background job (`devsy ssh &`), changing the terminal's settings stops the job until it is brought to the
-    foreground, as OpenSSH's does; a cancelling signal meanwhile (`kill %N`) raises Cancelled. job_control.py says why
-    devsy stops the job itself rather than let the kernel do it."""
-    saved = termios.tcgetattr(fd)  # reading the settings is allowed in the background
-    # TCSADRAIN, as OpenSSH does: the default TCSAFLUSH would throw away what the user typed ahead.
-    if not _change_settings(fd, lambda: tty.setraw(fd, termios.TCSADRAIN), wait_cancelled):
-        raise Cancelled("cancelled before the session started", hint="nothing ran in the workspace")
+    foreground, as OpenSSH's does; a cancelling signal meanwhile (`kill %N`) raises Cancelled, and so does one that
+    came as the terminal went away (a DevsyError without one). job_control.py says why devsy stops the job itself
+    rather than let the kernel do it."""
+    saved: list[list] = []
+
+    def enter() -> None:
+        if wait_cancelled(0):
+            raise Cancelled(_NOTHING_RAN)
+        settings = termios.tcgetattr(fd)  # read now: what the user set at their shell while the job waited is kept
+        # TCSADRAIN, as OpenSSH does: the default TCSAFLUSH would throw away what the user typed ahead.
+        tty.setraw(fd, termios.TCSADRAIN)
+        saved[:] = [settings]
+
+    try:
+        entered = _change_settings(fd, enter, wait_cancelled)
+    except (termios.error, job_control.TerminalLost) as exc:  # EIO: the shell that ran the job exited, or a hang-up
+        if wait_cancelled(0):
+            raise Cancelled(_NOTHING_RAN) from None
+        reason = exc.args[1] if isinstance(exc, termios.error) and len(exc.args) > 1 else str(exc)
+        raise DevsyError(f"cannot use the terminal for an interactive session: {reason}",
+                         hint="run devsy ssh again from a terminal (the shell that ran this job exited, or its "
+                              "terminal closed); nothing ran in the workspace") from None
+    if not entered:
+        raise Cancelled(_NOTHING_RAN)
     try:
         yield
     finally:
         # Left as they are when cancelled in the background: only the terminal's foreground may change them, and
-        # the shell there restored its own when it took the terminal back.
-        _change_settings(fd, lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved), wait_cancelled)
+        # the shell there restored its own when it took the terminal back. A terminal that hung up has nothing left
+        # to restore.
+        with contextlib.suppress(termios.error, job_control.TerminalLost):
+            _change_settings(fd, lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved[0]), wait_cancelled)
+
+
+_NOTHING_RAN = "cancelled before the session started; nothing ran in the workspace"
 
 
 def _change_settings(fd: int, change: Callable[[], None], wait_cancelled: job_control.WaitCancelled) -> bool:
