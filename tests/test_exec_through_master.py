@@ -271,7 +271,7 @@ def test_a_background_job_reading_its_terminal_is_stopped_until_brought_to_the_f
         assert term.expect(b"stopped by SIGTTIN", timeout=60), term.output
         assert b"TYPED" not in term.output, term.output
         term.type("\x04")  # end of input, once the job has the terminal
-        assert term.expect(b"exit 0", timeout=60), term.output
+        assert term.expect(b"job exit 0", timeout=60), term.output
         assert term.output.index(b"stopped by SIGTTIN") < term.output.index(b"TYPED AT THE SHELL"), term.output
         assert term.wait() == 0
     assert bool(_masters(devsy)) == (not mux_env), "the session did not take the path it is named for"
@@ -305,7 +305,7 @@ def _kill_a_stopped_job(devsy: DevsyCli, ws: str, mux_env: dict[str, str], wrapp
         term.type("typed at the shell\n")
         assert term.expect(b"stopped by SIGTTIN", timeout=60), term.output
         term.type("kill\n")
-        assert term.expect(f"exit {128 + signal.SIGTERM}".encode(), timeout=60), term.output
+        assert term.expect(f"job exit {128 + signal.SIGTERM}".encode(), timeout=60), term.output
         assert b"TYPED" not in term.output, term.output
         assert term.wait() == 0
     assert observer.wait_dead([guest], timeout=30) == [], "the guest command outlived the job"

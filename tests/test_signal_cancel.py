@@ -147,8 +147,10 @@ def _readable(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
-def test_wait_hears_a_signal_another_thread_took(wake) -> None:
-    """The wait a stopped `devsy ssh &` does for the foreground: the signal of a `kill %N` may go to any thread."""
+def test_wait_says_a_signal_another_thread_took_was_received(wake) -> None:
+    """The wait a stopped `devsy ssh &` does for the foreground: the signal of a `kill %N` may go to any thread. (The
+    main thread runs the handler as soon as join() returns, before wait() polls: this checks the answer, not the
+    poll; test_wait_reads_away_a_wake_no_signal_explains checks that the poll reads.)"""
     bystander = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGHUP))
     bystander.start()
     bystander.join()

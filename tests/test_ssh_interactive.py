@@ -6,6 +6,7 @@ import signal
 import subprocess
 import time
 
+import psutil
 import pytest
 
 from helpers.cli import DEVSY, cli_env
@@ -60,16 +61,20 @@ _JOB_PATHS = {"master": {}, "driver": {"DEVSY_SSH_MUX": "0"}}
 
 @pytest.mark.parametrize("path", sorted(_JOB_WORKSPACES))
 @pytest.mark.parametrize("mux", sorted(_JOB_PATHS))
-def test_a_background_session_waits_for_the_foreground(request, devsy, path, mux):
+@pytest.mark.parametrize("then", ["fg", "bg-fg"])
+def test_a_background_session_waits_for_the_foreground(request, devsy, path, mux, then):
     """`devsy ssh WS &` stops (SIGTTOU: it would change the terminal's settings from the background), as OpenSSH
-    does; brought to the foreground, it is an interactive session like any other."""
+    does; brought to the foreground (at once, or after a `bg`), it is an interactive session like any other."""
     workspace = request.getfixturevalue(_JOB_WORKSPACES[path])
-    with job_shell("fg", [*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm", **_JOB_PATHS[mux])) as term:
+    with job_shell(then, [*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm", **_JOB_PATHS[mux])) as term:
         assert term.expect(b"stopped by SIGTTOU", timeout=60), term.output
+        if then == "bg-fg":
+            term.type("fg\n")  # read by the job shell: the job, continued in the background, reads nothing yet
         term.type('echo "mark$((40+2))"\n')
         assert term.expect(b"mark42", timeout=60), term.output
         term.type("exit 3\n")
-        assert term.expect(b"exit 3\r\n", timeout=60), term.output
+        assert term.expect(b"job exit 3\r\n", timeout=60), term.output  # devsy's own exit status: the session's
+        assert b"Traceback" not in term.output, term.output
         assert term.wait() == 0
 
 
@@ -84,7 +89,7 @@ def test_kill_ends_a_background_session_stopped_for_its_terminal(request, devsy,
     with job_shell("kill", [*DEVSY, "ssh", workspace], cli_env(devsy, TERM="xterm", **_JOB_PATHS[mux])) as term:
         assert term.expect(b"stopped by SIGTTOU", timeout=60), term.output
         term.type("kill\n")
-        assert term.expect(f"exit {128 + signal.SIGTERM}\r\n".encode(), timeout=60), term.output
+        assert term.expect(f"job exit {128 + signal.SIGTERM}\r\n".encode(), timeout=60), term.output
         assert b"Traceback" not in term.output, term.output
         assert term.wait() == 0
     if mux == "driver":  # the master keeps its connection to the agent by design; stop and delete end it
@@ -96,3 +101,25 @@ def _guest_processes(devsy, workspace: str) -> set[str]:
     listing = subprocess.run([*DEVSY, "exec", workspace, "--", "ps", "-eo", "pid=,args="], capture_output=True,
                              env=cli_env(devsy, DEVSY_SSH_MUX="0"), timeout=60, check=True)
     return {line.strip() for line in listing.stdout.decode().splitlines() if "ps -eo pid=,args=" not in line}
+
+
+@pytest.mark.parametrize("mux", sorted(_JOB_PATHS))
+def test_a_stopped_session_whose_shell_exits_ends_and_runs_nothing(devsy, running_workspace, mux):
+    """The shell that ran `devsy ssh WS &` exits while the job is stopped for its terminal: the kernel hangs up the
+    orphaned job (SIGHUP, SIGCONT) and devsy ends without a traceback and without starting the session (the terminal
+    is not its to use any more: a raw mode there fails with EIO)."""
+    before = _guest_processes(devsy, running_workspace)
+    with job_shell("exit", [*DEVSY, "ssh", running_workspace],
+                   cli_env(devsy, TERM="xterm", **_JOB_PATHS[mux])) as term:
+        job = psutil.Process(int(term.output.split()[1]))
+        assert term.expect(b"inner shell exited", timeout=60), term.output
+        assert b"stopped by SIGTTOU" in term.output
+        deadline = time.monotonic() + 60
+        while job.is_running() and job.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            term.expect(b"\0never\0", timeout=0.2)  # drain what it prints, so it never blocks on the terminal
+        assert not job.is_running() or job.status() == psutil.STATUS_ZOMBIE, term.output
+        term.type("done\n")
+        assert term.wait() == 0  # drains the rest of the job's output
+        assert b"Traceback" not in term.output, term.output
+    if mux == "driver":
+        assert _guest_processes(devsy, running_workspace) == before, "the session's transport outlived it"

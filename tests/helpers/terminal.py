@@ -59,17 +59,31 @@ class Terminal:
 
 # A shell's job control, reduced: the session leader of a terminal runs devsy as a background job (its own process
 # group, not the terminal's foreground one), reports when the job stops and why, then either brings it to the
-# foreground (`fg`) or does what bash's `kill %N` does to a stopped job (SIGTERM, then SIGCONT: it stays in the
-# background).
+# foreground (`fg`; or `bg`, then `fg` once a line says so) or does what bash's `kill %N` does to a stopped job
+# (SIGTERM, then SIGCONT: it stays in the background). With `exit`, a shell run by the session leader runs the job and
+# exits once it stopped, as a subshell that ends does: the job's group is then orphaned (the kernel hangs it up), and
+# the session leader keeps the terminal until a line says `done`.
 _JOB_SHELL = r"""
 import os, signal, sys
 then, argv = sys.argv[1], sys.argv[2:]
+if then == "exit" and os.fork():
+    os.wait()
+    print("inner shell exited", flush=True)
+    while sys.stdin.readline() not in ("done\n", ""):
+        pass
+    sys.exit(0)
 job = os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0)  # its own group from the start, as a shell does
 print(f"job {job}", flush=True)
 _, status = os.waitpid(job, os.WUNTRACED)
 if os.WIFSTOPPED(status):
     print(f"stopped by {signal.Signals(os.WSTOPSIG(status)).name}", flush=True)
-    if then == "fg":
+    if then == "exit":
+        os._exit(0)
+    if then in ("fg", "bg-fg"):
+        if then == "bg-fg":  # `bg` first: continued in the background, then brought to the foreground once told
+            os.killpg(job, signal.SIGCONT)
+            while sys.stdin.readline() not in ("fg\n", ""):
+                pass
         signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # the job becomes the terminal's foreground
         os.tcsetpgrp(0, job)
     else:
@@ -78,7 +92,7 @@ if os.WIFSTOPPED(status):
         os.killpg(job, signal.SIGTERM)
     os.killpg(job, signal.SIGCONT)
     _, status = os.waitpid(job, 0)
-print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
+print(f"job exit {os.waitstatus_to_exitcode(status)}", flush=True)
 """
 
 
