@@ -67,7 +67,9 @@ def raw_mode(fd: int, wait_cancelled: job_control.WaitCancelled) -> Iterator[Non
     try:
         entered = _change_settings(fd, enter, wait_cancelled)
     except (termios.error, job_control.TerminalLost) as exc:  # EIO: the shell that ran the job exited, or a hang-up
-        if wait_cancelled(0):
+        # Either comes with a SIGHUP as a rule, which the cancel token may hear a moment after the loss is seen (its
+        # watcher thread sets it): waited for, bounded, so a hang-up ends as one (128+1), not as an error.
+        if wait_cancelled(_HANGUP_FOLLOWS_S):
             raise Cancelled(_NOTHING_RAN) from None
         reason = exc.args[1] if isinstance(exc, termios.error) and len(exc.args) > 1 else str(exc)
         raise DevsyError(f"cannot use the terminal for an interactive session: {reason}",
@@ -86,6 +88,8 @@ def raw_mode(fd: int, wait_cancelled: job_control.WaitCancelled) -> Iterator[Non
 
 
 _NOTHING_RAN = "cancelled before the session started; nothing ran in the workspace"
+# How long a lost terminal waits for the SIGHUP that comes with it before it is reported as an error instead.
+_HANGUP_FOLLOWS_S = 2.0
 
 
 def _change_settings(fd: int, change: Callable[[], None], wait_cancelled: job_control.WaitCancelled) -> bool:
