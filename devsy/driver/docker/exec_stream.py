@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # the SDK, imported by whoever made the client (engine.py)
 
 _HEADER = struct.Struct(">BxxxL")
 _STDOUT, _STDERR = 1, 2
-_CHUNK = 64 * 1024
+# One read takes whatever the connection holds, up to this: with fast output that is many frames (the engine frames
+# each write of the command's, at most 32 KiB), passed on as one piece per stream instead of one per frame.
+_READ_SIZE = 1024 * 1024
 
 
 class AttachedExec:
@@ -43,17 +45,12 @@ class AttachedExec:
 
     def frames(self):
         """Yield (stream id, bytes) until the engine ends the stream."""
+        demux = FrameDemuxer()
         while True:
-            header = self._read_exactly(_HEADER.size)
-            if header is None:
+            data = self._read_some(_READ_SIZE)
+            if not data:
                 return
-            stream, size = _HEADER.unpack(header)
-            while size > 0:
-                data = self._read_some(min(size, _CHUNK))
-                if not data:
-                    return
-                size -= len(data)
-                yield stream, data
+            yield from demux.feed(data)
 
     def _read_some(self, n: int) -> bytes:
         try:
@@ -62,15 +59,6 @@ class AttachedExec:
             if self._closed.is_set():
                 return b""
             raise
-
-    def _read_exactly(self, n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            data = self._read_some(n - len(buf))
-            if not data:
-                return None
-            buf += data
-        return buf
 
     def send(self, data: bytes) -> None:
         self._sock.sendall(data)
@@ -85,6 +73,50 @@ class AttachedExec:
             self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self._response.close()
+
+
+class FrameDemuxer:
+    """Splits the engine's framed stream back into stdout and stderr, whatever the read boundaries (a header may
+    be cut between two reads). Each feed() gives the data of consecutive frames of one stream as one piece."""
+
+    def __init__(self) -> None:
+        self._header = b""  # the start of a header cut by the end of the previous read
+        self._stream = _STDOUT  # the frame being read ...
+        self._left = 0  # ... and how many of its bytes are still to come
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        run: list[memoryview] = []  # consecutive pieces of one stream, joined once
+        run_stream = self._stream
+        with memoryview(data) as view:
+            pos = 0
+            while pos < len(data):
+                if self._left == 0:
+                    take = min(_HEADER.size - len(self._header), len(data) - pos)
+                    self._header += data[pos:pos + take]
+                    pos += take
+                    if len(self._header) == _HEADER.size:
+                        self._stream, self._left = _HEADER.unpack(self._header)
+                        self._header = b""
+                    continue
+                take = min(self._left, len(data) - pos)
+                if run and self._stream != run_stream:
+                    out.append((run_stream, _joined(run)))
+                    run = []
+                run_stream = self._stream
+                run.append(view[pos:pos + take])
+                pos += take
+                self._left -= take
+            if run:
+                out.append((run_stream, _joined(run)))
+        return out
+
+
+def _joined(pieces: list[memoryview]) -> bytes:
+    whole = pieces[0].obj
+    if len(pieces) == 1 and len(pieces[0]) == len(whole):
+        return whole  # the read held nothing but this data (no header): no copy
+    return b"".join(pieces)
 
 
 def pump_output(attached: AttachedExec, stdout: BinaryIO, stderr: BinaryIO) -> None:
