@@ -79,6 +79,8 @@ def _client_transport_class() -> Any:
     if _TRANSPORT_CLASS is None:
         paramiko = import_paramiko()
         from paramiko.channel import Channel
+
+        from devsy.agent.guest.channel_buffer import ChunkedChannelBuffers
         from paramiko.common import MSG_CHANNEL_FAILURE, MSG_CHANNEL_REQUEST
 
         def handle_request(channel: Any, message: Any) -> None:
@@ -97,7 +99,7 @@ def _client_transport_class() -> Any:
             channel.request_refused = True
             Channel._request_failed(channel, message)
 
-        class ClientTransport(KexSafeSends, paramiko.Transport):
+        class ClientTransport(ChunkedChannelBuffers, KexSafeSends, paramiko.Transport):
             _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
             _channel_handler_table[MSG_CHANNEL_REQUEST] = handle_request
             _channel_handler_table[MSG_CHANNEL_FAILURE] = handle_failure

@@ -15,6 +15,7 @@ from typing import Optional
 
 from . import forward
 from .channel_requests import ARGV_REQUEST, parse_argv_request, reply
+from .channel_buffer import ChunkedChannelBuffers
 from .fastimport import import_paramiko
 from .hostkey import load_or_create
 from .kex_safe import KexSafeSends
@@ -68,7 +69,7 @@ def _close_then_forget(channel: Channel, message) -> None:
         server.channel_closed(channel)
 
 
-class _Transport(KexSafeSends, paramiko.Transport):
+class _Transport(ChunkedChannelBuffers, KexSafeSends, paramiko.Transport):
     _channel_handler_table = dict(paramiko.Transport._channel_handler_table)
     _channel_handler_table[MSG_CHANNEL_REQUEST] = _request_then_start
     _channel_handler_table[MSG_CHANNEL_CLOSE] = _close_then_forget
