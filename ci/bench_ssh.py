@@ -6,9 +6,11 @@ own workspace on an image of its kind, and its own peer: raw `docker exec` into 
 
 Prints per path (each line names the path and image): 64 MiB each way through `devsy ssh` vs `docker exec -i`
 (MiB/s and ratio, end to end and with the median session setup time subtracted), and the median
-`devsy ssh WS --command true` vs `docker exec C true` (ratio); then each exec path against the agent path, the load
-average at start and end, and last the same as one JSON object. Every measurement is interleaved (devsy, peer, the
-next path's devsy, its peer, ...) so that background load hits all alike.
+`devsy ssh WS --command true` vs `docker exec C true` (ratio); then each exec path against the agent path; then the
+SSH layer on its own (devsy's agent run on this host over pipes, no container and no engine: SshLayer), each way
+against the peer's transfer rate, which says how much of a gap the SSH layer alone could explain; the load average
+at start and end, and last the same as one JSON object. Every measurement is interleaved (devsy, peer, the next
+path's devsy, its peer, ..., the SSH layer) so that background load hits all alike.
 
 `devsy ssh` normally runs its session through the workspace's SSH master (started by the first `devsy ssh`; see
 devsy/ssh/mux/master.py). Besides that steady state, the latency line shows a cold start (the master stopped before
@@ -31,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,19 +144,97 @@ def _cold(ws: Workspace, env: dict[str, str]) -> float:
 Figure = Callable[[Workspace], float]
 
 
-def _interleaved(workspaces: list[Workspace], runs: int, figures: dict[str, Figure]) -> None:
-    """Each run takes every figure of every workspace in turn; each workspace keeps the medians."""
+def _interleaved(workspaces: list[Workspace], runs: int, figures: dict[str, Figure],
+                 once: dict[str, Callable[[], float]] | None = None) -> dict[str, float]:
+    """Each run takes every figure of every workspace in turn, then each of `once` (figures of no workspace); each
+    workspace keeps its medians, and the medians of `once` are returned."""
     samples: dict[tuple[str, str], list[float]] = {}
     for _ in range(runs):
         for ws in workspaces:
             for name, measure in figures.items():
                 samples.setdefault((ws.id, name), []).append(measure(ws))
+        for name, measure_once in (once or {}).items():
+            samples.setdefault(("", name), []).append(measure_once())
     for ws in workspaces:
         for name in figures:
             ws.medians[name] = statistics.median(samples[(ws.id, name)])
+    return {name: statistics.median(samples[("", name)]) for name in once or {}}
 
 
-def measure(workspaces: list[Workspace], env: dict[str, str], data: Path, runs: int, latency_runs: int) -> None:
+class SshLayer:
+    """devsy's SSH layer on its own: the agent devsy builds, run on this host (no container, no engine) and held over
+    pipes by devsy's SSH client in this process, as the SSH master holds it. A `devsy ssh` transfer goes through this
+    layer and then through the engine, so no `devsy ssh` rate can pass this one: it bounds the ratio against
+    `docker exec -i` that this SSH implementation (paramiko on both ends) can reach on this machine."""
+
+    def __init__(self, work: Path) -> None:
+        from devsy.agent.build import build_agent
+        from devsy.agent.guest.pipe_socket import PipeSocket
+        from devsy.ssh.client import connect
+
+        env = {"PATH": os.environ["PATH"], "HOME": str(work), "DEVSY_AGENT_CACHE": str(work / "agent-cache")}
+        self._proc = subprocess.Popen([sys.executable, "-E", "-S", str(build_agent().path), "ssh-server", "--stdio",
+                                       "--workdir", str(work)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      env=env)
+        try:
+            self._transport = connect(PipeSocket(self._proc.stdout.fileno(), self._proc.stdin.fileno()),
+                                      os.environ.get("USER") or "root")
+        except BaseException:
+            self._proc.kill()
+            self._proc.wait(timeout=30)
+            raise
+
+    def down(self) -> float:
+        """Seconds for SIZE bytes guest->host, from opening the session to its exit status."""
+        return self._session(f"head -c {SIZE} /dev/zero", None, SIZE)
+
+    def up(self, data: Path) -> float:
+        """Seconds for SIZE bytes host->guest (read from `data`) into `wc -c`, checked."""
+        return self._session("wc -c", data, len(str(SIZE)) + 1, expect=str(SIZE).encode())
+
+    def _session(self, command: str, stdin_path: Path | None, size: int, expect: bytes | None = None) -> float:
+        from devsy.agent.guest.tuning import PIPE_READ_SIZE
+        from devsy.ssh.client import SessionRequest, open_session, session_end
+
+        started = time.perf_counter()
+        channel = open_session(self._transport, SessionRequest(command=command))
+        feeder = None
+        if stdin_path is not None:
+            def feed() -> None:
+                with open(stdin_path, "rb") as source:
+                    for chunk in iter(lambda: source.read(PIPE_READ_SIZE), b""):
+                        channel.sendall(chunk)
+                channel.shutdown_write()
+            feeder = threading.Thread(target=feed, daemon=True)
+            feeder.start()
+        received, tail = 0, b""
+        for data in iter(lambda: channel.recv(1 << 24), b""):
+            received += len(data)
+            tail = (tail + data)[-64:] if expect is not None else b""
+        if feeder is not None:
+            feeder.join(60)
+        channel.status_event.wait(60)
+        elapsed = time.perf_counter() - started
+        end = session_end(channel)
+        channel.close()
+        if end.exit_code != 0 or received != size or (expect is not None and tail.strip() != expect):
+            raise SystemExit(f"bench: the SSH layer's {command!r} ended {end} with {received} bytes (expected {size})")
+        return elapsed
+
+    def close(self) -> None:
+        self._transport.close()
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)  # the agent exits by itself once its client has gone
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=30)
+        self._proc.stdout.close()
+
+
+def measure(workspaces: list[Workspace], layer: SshLayer, env: dict[str, str], data: Path, runs: int,
+            latency_runs: int) -> dict[str, float]:
+    """Every figure of every workspace (into its medians); returns the SSH layer's own (seconds, medians)."""
     size = str(SIZE).encode()
     down_cmd = f"head -c {SIZE} /dev/zero"
     direct_env = {**env, "DEVSY_SSH_MUX": "0"}
@@ -168,14 +249,16 @@ def measure(workspaces: list[Workspace], env: dict[str, str], data: Path, runs: 
         "lat_exec": lambda ws: _timed([*DEVSY, "exec", ws.id, "--", "true"], env),
         "lat_direct": lambda ws: _timed([*ws.ssh(), "true"], direct_env),
         "lat_cold": lambda ws: _cold(ws, env)})
-    _interleaved(workspaces, runs, {
+    layer.down()  # warm-up: the agent's first session
+    medians = _interleaved(workspaces, runs, {
         "down_devsy": lambda ws: _timed(["sh", "-c", f"{' '.join(ws.ssh())} '{down_cmd}' | wc -c"], env, expect=size),
         "down_raw": lambda ws: _timed(["sh", "-c", f"docker exec {ws.container} {down_cmd} | wc -c"], env,
-                                      expect=size)})
-    _interleaved(workspaces, runs, {
+                                      expect=size)}, once={"guest->host": layer.down})
+    medians |= _interleaved(workspaces, runs, {
         "up_devsy": lambda ws: _timed([*ws.ssh(), "wc -c"], env, stdin_path=data, expect=size),
         "up_raw": lambda ws: _timed(["docker", "exec", "-i", ws.container, "wc", "-c"], env, stdin_path=data,
-                                    expect=size)})
+                                    expect=size)}, once={"host->guest": lambda: layer.up(data)})
+    return medians
 
 
 def _rate(seconds: float) -> float:
@@ -222,6 +305,20 @@ def compare(agent: dict, other: dict) -> dict:
     return {"path": other["path"], "image": other["image"], "against": f"{agent['path']} {agent['image']}", **ratios}
 
 
+def report_layer(seconds: dict[str, float], peer: dict) -> dict:
+    """Print the SSH layer's own rates, each against the `docker exec -i` transfer rate (setup excluded) of `peer`'s
+    path: a `devsy ssh` ratio cannot pass the layer's. Returns them as JSON."""
+    result: dict = {"against": f"docker exec -i, setup excluded [{peer['path']} {peer['image']}]"}
+    parts = []
+    for name in ("guest->host", "host->guest"):
+        rate, raw = _rate(seconds[name]), peer[name]["docker_exec_transfer_mb_s"]
+        result[name] = {"mb_s": round(rate, 1), "ratio": round(rate / raw, 2)}
+        parts.append(f"{name} {rate:6.1f} MiB/s = {rate / raw:4.2f} of docker exec -i ({raw:.1f})")
+    print(f"[SSH layer alone: devsy's agent on this host over pipes, no engine] 64 MiB {'; '.join(parts)}; "
+          f"no `devsy ssh` ratio can pass these")
+    return result
+
+
 def _delete(ws: Workspace, env: dict[str, str]) -> str | None:
     """Delete the workspace; the error when devsy refuses or its container outlives the delete."""
     done = subprocess.run([*DEVSY, "delete", ws.id], capture_output=True, env=env, timeout=300)
@@ -242,12 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     data = work / "input.bin"
     data.write_bytes(os.urandom(SIZE))
     created: list[Workspace] = []
+    layer: SshLayer | None = None
     try:
         for ws in workspaces:
             created.append(ws)  # before `up`: a failed up may still leave a container or record behind
             _up(ws, env)
-        measure(workspaces, env, data, args.runs, args.latency_runs)
+        layer = SshLayer(work)
+        layer_s = measure(workspaces, layer, env, data, args.runs, args.latency_runs)
     finally:
+        if layer is not None:
+            layer.close()
         errors = [error for ws in reversed(created) if (error := _delete(ws, env))]
         shutil.rmtree(work, ignore_errors=True)
         for error in errors:
@@ -257,10 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     results = [report(ws) for ws in workspaces]
     agent = next((r for r in results if r["path"] == "agent"), None)
     versus = [compare(agent, r) for r in results if agent is not None and r["path"] != "agent"]
+    ssh_layer = report_layer(layer_s, agent or results[0])
     print(f"load average (1, 5, 15 min) at start {' '.join(f'{v:.2f}' for v in load_start)}, at end "
           f"{' '.join(f'{v:.2f}' for v in load_end)}; {os.cpu_count()} cpus; {args.latency_runs} latency runs, "
           f"{args.runs} throughput runs per figure")
-    print(json.dumps({"paths": results, "exec_vs_agent": versus, "runs": args.runs, "latency_runs": args.latency_runs,
+    print(json.dumps({"paths": results, "exec_vs_agent": versus, "ssh_layer": ssh_layer, "runs": args.runs, "latency_runs": args.latency_runs,
                       "load_average": {"start": [round(v, 2) for v in load_start],
                                        "end": [round(v, 2) for v in load_end]}, "cpus": os.cpu_count()},
                      sort_keys=True))
