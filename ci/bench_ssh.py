@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average (1, 5, 15 min) at start {' '.join(f'{v:.2f}' for v in load_start)}, at end "
           f"{' '.join(f'{v:.2f}' for v in load_end)}; {os.cpu_count()} cpus; {args.latency_runs} latency runs, "
           f"{args.runs} throughput runs per figure")
-    print(json.dumps({"paths": results, "exec_vs_agent": versus, "ssh_layer": ssh_layer, "runs": args.runs, "latency_runs": args.latency_runs,
+    print(json.dumps({"paths": results, "exec_vs_agent": versus, "ssh_layer": ssh_layer, "runs": args.runs,
+                      "latency_runs": args.latency_runs,
                       "load_average": {"start": [round(v, 2) for v in load_start],
                                        "end": [round(v, 2) for v in load_end]}, "cpus": os.cpu_count()},
                      sort_keys=True))

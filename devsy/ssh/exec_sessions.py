@@ -91,6 +91,15 @@ def session_argv(user: str, workdir: str, command: str | None, words: list[str] 
     return ["/bin/sh", "-c", _LAUNCH, "devsy-session", user, workdir, kept, *mode]
 
 
+def session_exec(user: str, workdir: str, command: str | None, env: SessionEnv,
+                 words: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """One session's exec as `user`: its argv (session_argv, with `env`'s unset names removed) and its environment
+    (`env`'s values). ExecSession runs every session this way, and so does the SSH master for a session without a
+    terminal (mux/master.py), so both run the same command in the same environment."""
+    values = dict(env.values)
+    return unset_argv(session_argv(user, workdir, command, words, values), env.unset), values
+
+
 def _is_utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -288,10 +297,10 @@ class ExecSession(_ChannelExec):
 
     def _run(self) -> None:
         env = session_environment(self.server.base_env, self.spec.env)
-        values, words = dict(env.values), None
+        words = None
         pty = self.spec.pty
         if pty is not None:  # accepted only where the guest has a terminal helper (check_channel_pty_request)
-            values["TERM"] = pty.term or values.get("TERM", "xterm")
+            env = SessionEnv({**env.values, "TERM": pty.term or env.values.get("TERM", "xterm")}, env.unset)
         stdin: GatedInput
         stdout: BinaryIO
         if self._busybox:
@@ -304,9 +313,9 @@ class ExecSession(_ChannelExec):
             if pty is not None:
                 words = under_terminal(self.server.terminal, self._nonce, pty.cols, pty.rows, self.spec.command)
             stdin, stdout = channel_input(self.channel), ChannelOutput(self.channel, stderr=False)  # type: ignore
+        argv, values = session_exec(self.username, self.spec.workdir, self.spec.command, env, words)
         request = ExecRequest(
-            argv=unset_argv(session_argv(self.username, self.spec.workdir, self.spec.command, words, values),
-                            env.unset),
+            argv=argv,
             stdin=stdin, owns_stdin=True,  # type: ignore[arg-type]
             stdout=stdout,
             stderr=ChannelOutput(self.channel, stderr=True),  # type: ignore[arg-type]

@@ -1,4 +1,6 @@
-"""An argv session (`devsy exec`) the SSH master runs with the workspace's driver instead of through the agent.
+"""A session the SSH master runs with the workspace's driver instead of through the agent: an argv session (`devsy
+exec`) where the agent cannot run it (below), and, where the guest has no agent, any session without a terminal (its
+argv and environment made as the host-side exec-session server makes them: ssh/exec_sessions.py session_exec).
 
 That is the engine's exec, which the agent cannot stand in for: where the guest cannot run the agent (no python3:
 its `devsy ssh` sessions are exec sessions too), where the record's remoteUser is a form only the engine reads (a
@@ -6,7 +8,7 @@ bare uid), and where the agent in the guest predates argv sessions. The client c
 (cli/commands.py exec_with_driver), but it would first pay for a driver of its own: the engine client's import, or
 an external provider's launch and handshake. The master's driver is already open.
 
-The request is the one `devsy exec`'s driver path makes (workspace/operations.py exec_command): the record's user
+An argv session's request is the one `devsy exec`'s driver path makes (workspace/operations.py exec_command): the record's user
 and folder unless given, remoteEnv under --env. The command reads the client's stdin and writes to its stdout and
 stderr directly (the descriptors it handed over); the reply gives the status the driver path would exit with.
 """

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy import termination
@@ -75,6 +75,16 @@ class _Stderr:
             if self._fd != 2:
                 os.close(self._fd)
                 self._fd = 2
+
+
+class _DriverCommand(NamedTuple):
+    """A session's command as the master's driver runs it (mux/driver_session.py run_with_driver)."""
+
+    argv: list[str]
+    user: str
+    workdir: str
+    env: dict[str, str]
+    remote: SessionEnv  # the session env applied on top of `env` (empty when `env` already holds it)
 
 
 class Master:
@@ -205,10 +215,10 @@ class Master:
             try:
                 request, user, remote = self._request(message, lambda text: watch.send({"op": "warning",
                                                                                          "message": redact(text)}))
-                if request.argv is not None and self._by_driver(user):
+                if self._by_driver(request, user):
+                    command = self._driver_command(message, request, user, remote)  # before the hand-over
                     handed_over = True
-                    return self._run_by_driver(watch, message, request, user, remote, stdin_fd, stdout_fd,
-                                               stderr_fd, redact)
+                    return self._run_by_driver(watch, command, stdin_fd, stdout_fd, stderr_fd, redact)
                 connection = self.connection(user or "root")
                 channel = open_channel(connection.transport, request)
             except SessionNotOpened as exc:
@@ -251,11 +261,25 @@ class Master:
             return _error_reply(lost, redact)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
 
-    def _run_by_driver(self, watch: _Watch, message: dict, request: SessionRequest, user: str, remote: SessionEnv,
-                       stdin_fd: int | None, stdout_fd: int, stderr_fd: int, redact: Callable[[str], str]) -> dict:
-        """An argv session through the driver's exec (mux/driver_session.py); the descriptors are closed by the
-        reply. Closing the master (`devsy stop`, `delete`) cancels it: the driver kills the command's tree, and the
-        client hears why, as a session on the agent's connection tells it."""
+    def _driver_command(self, message: dict, request: SessionRequest, user: str, remote: SessionEnv) -> _DriverCommand:
+        """What the driver runs for a session _by_driver chose. An argv session: `devsy exec`'s request. A session
+        without a terminal: as the host-side exec-session server would run it (ssh/exec_sessions.py session_exec),
+        as the SSH user a connection would log in as (see _run), with the env its SSH env requests carry (the
+        remoteEnv is already in them)."""
+        if request.argv is not None:
+            return _DriverCommand(request.argv, user, request.workdir, _strings(message.get("env"), "env"), remote)
+        from devsy.ssh.exec_sessions import session_environment, session_exec
+
+        user = user or "root"
+        argv, env = session_exec(user, self.ws.record.workspace_folder, request.command,
+                                 session_environment(SessionEnv({}), request.env))
+        return _DriverCommand(argv, user, "", env, SessionEnv({}))
+
+    def _run_by_driver(self, watch: _Watch, command: _DriverCommand, stdin_fd: int | None, stdout_fd: int,
+                       stderr_fd: int, redact: Callable[[str], str]) -> dict:
+        """A session through the driver's exec (mux/driver_session.py; which ones: _by_driver); the descriptors are
+        closed by the reply. Closing the master (`devsy stop`, `delete`) cancels it: the driver kills the command's
+        tree, and the client hears why, as a session on the agent's connection tells it."""
         with self._driver_lock:
             closed = self._closed
             if not closed:
@@ -266,9 +290,9 @@ class Master:
                     if fd is not None:
                         os.close(fd)
                 return _error_reply(exiting_session_error(self.ws), redact)
-            reply = run_with_driver(self.ws, request.argv or [], user, request.workdir,
-                                    _strings(message.get("env"), "env"), remote, stdin_fd, stdout_fd, stderr_fd,
-                                    watch.cancel, started=lambda: watch.send({"op": "started"}))
+            reply = run_with_driver(self.ws, command.argv, command.user, command.workdir, command.env,
+                                    command.remote, stdin_fd, stdout_fd, stderr_fd, watch.cancel,
+                                    started=lambda: watch.send({"op": "started"}))
         except DevsyError as exc:
             return _error_reply(exc, redact)
         except Exception as exc:  # untyped (an engine socket's OSError, a bug): the client must hear it, masked
@@ -283,10 +307,16 @@ class Master:
             return _error_reply(exiting_session_error(self.ws), redact)
         return reply
 
-    def _by_driver(self, user: str) -> bool:
-        """Whether an argv session as `user` is the driver's exec: the guest has no agent (every session here is a
-        driver exec), or the user is a form only the engine reads (the record's remoteUser may be a bare uid)."""
-        return self._agent.exec_sessions() or not agent_takes_user(user)
+    def _by_driver(self, request: SessionRequest, user: str) -> bool:
+        """Whether the session is this master's own driver exec rather than a channel of a connection. An argv
+        session (`devsy exec`) is where the guest has no agent, or the user is a form only the engine reads (the
+        record's remoteUser may be a bare uid). A session without a terminal is where the guest has no agent: it is
+        one driver exec either way, and run here its bytes skip the SSH connection to the host-side exec-session
+        server in this same process (ssh/exec_sessions.py), whose encryption both ways was most of their cost.
+        A session with a terminal still goes through that server (it sets up the guest's terminal helper)."""
+        if request.argv is not None:
+            return self._agent.exec_sessions() or not agent_takes_user(user)
+        return request.pty is None and self._agent.exec_sessions()
 
     def _request(self, message: dict, warn: Callable[[str], None]) -> tuple[SessionRequest, str, SessionEnv]:
         """The session's request to the agent, the user it runs as and the workspace's session env, made here as
