@@ -61,11 +61,14 @@ def test_an_empty_buffer_times_out_like_paramikos_and_a_feed_wakes_a_waiting_rea
     assert got == [b"wake"]
 
 
-def test_only_the_front_of_the_buffer_can_be_deleted() -> None:
+def test_only_the_front_of_the_buffer_can_be_deleted_and_a_negative_size_is_refused() -> None:
     pipe = ChunkedPipe()
     pipe.feed(b"abcdef")
     with pytest.raises(TypeError, match="only the front"):
         del pipe._buffer[2:4]
+    with pytest.raises(ValueError, match="negative"):
+        pipe.read(-2)
+    assert pipe.read(10) == b"abcdef"  # nothing was taken by the refused read
 
 
 @pytest.mark.parametrize("transport_class", [_client_transport_class(), _Transport], ids=["client", "agent-server"])

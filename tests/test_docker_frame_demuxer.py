@@ -71,5 +71,19 @@ def test_any_read_boundaries_give_each_stream_its_bytes_in_order() -> None:
         sizes = iter(lambda: rnd.choice([1, 7, 8, 9, rnd.randint(1, 150000)]), None)
         out = feed_in_pieces(data, sizes)
         assert all(piece for _stream, piece in out), "no empty piece is passed on"
+        assert _runs(out) == _runs(frames), seed  # the streams' bytes in the order they were framed
         for stream in (STDOUT, STDERR):
             assert b"".join(p for s, p in out if s == stream) == b"".join(d for s, d in frames if s == stream), seed
+
+
+def _runs(pieces: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The bytes of consecutive pieces (or frames) of one stream joined: what any read boundaries must preserve."""
+    runs: list[tuple[int, bytes]] = []
+    for stream, data in pieces:
+        if not data:
+            continue
+        if runs and runs[-1][0] == stream:
+            runs[-1] = (stream, runs[-1][1] + data)
+        else:
+            runs.append((stream, data))
+    return runs

@@ -79,9 +79,9 @@ def _client_transport_class() -> Any:
     if _TRANSPORT_CLASS is None:
         paramiko = import_paramiko()
         from paramiko.channel import Channel
+        from paramiko.common import MSG_CHANNEL_FAILURE, MSG_CHANNEL_REQUEST
 
         from devsy.agent.guest.channel_buffer import ChunkedChannelBuffers
-        from paramiko.common import MSG_CHANNEL_FAILURE, MSG_CHANNEL_REQUEST
 
         def handle_request(channel: Any, message: Any) -> None:
             start = message.packet.tell()

@@ -40,6 +40,7 @@ class _Chunks:
 
     def peek(self, limit: Optional[int]) -> bytes:
         """Up to `limit` bytes from the front (all without a limit), not taken out."""
+        _not_negative(limit)
         wanted = self._size if limit is None else min(limit, self._size)
         parts: list[bytes] = []
         offset = self._offset
@@ -55,7 +56,8 @@ class _Chunks:
     def __delitem__(self, index: slice) -> None:
         if not isinstance(index, slice) or index.start not in (None, 0) or index.step not in (None, 1):
             raise TypeError(f"only the front of a channel buffer can be deleted, not [{index}]")
-        count = self._size if index.stop is None else max(0, min(index.stop, self._size))
+        _not_negative(index.stop)
+        count = self._size if index.stop is None else min(index.stop, self._size)
         self._size -= count
         while count:
             rest = len(self._chunks[0]) - self._offset
@@ -66,6 +68,13 @@ class _Chunks:
             else:
                 self._offset += count
                 count = 0
+
+
+def _not_negative(size: Optional[int]) -> None:
+    # paramiko's array would read a negative size as "all but the last n": nothing asks for that, so it is refused
+    # rather than answered with b"" (which a channel's reader takes for end of file).
+    if size is not None and size < 0:
+        raise ValueError(f"a negative size ({size}) for a channel buffer")
 
 
 class ChunkedPipe(BufferedPipe):
