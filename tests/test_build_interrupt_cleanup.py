@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from devsy.stack_dump import STACK_DUMP_SIGNAL
 from helpers.cli import DEVSY, HOST_NET, DevsyCli, cli_env
 from helpers.engine import containers_of
 from helpers.projects import make_project
@@ -59,6 +60,21 @@ def _read_until(proc: subprocess.Popen, marker: str, timeout: float) -> None:
         buffer += chunk
 
 
+def _stderr_after_exit(proc: subprocess.Popen, timeout: float) -> str:
+    """`proc`'s remaining stderr once it has ended. Past `timeout` the test fails with every thread's stack in it
+    (devsy/stack_dump.py), so a rare hang in CI says where it was."""
+    try:
+        return proc.communicate(timeout=timeout)[1].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        proc.send_signal(STACK_DUMP_SIGNAL)
+        try:  # a second communicate returns all the output, the first one's too
+            output = proc.communicate(timeout=10)[1]
+        except subprocess.TimeoutExpired as still:
+            output = still.stderr
+        pytest.fail(f"devsy up still ran {timeout:.0f}s after Ctrl-C; its output, then its threads' stacks:\n"
+                    f"{(output or b'').decode(errors='replace')}")
+
+
 @pytest.mark.parametrize("kind", sorted(PROJECTS))
 def test_ctrl_c_during_a_first_up_build_leaves_no_labelled_image_or_container(
         kind: str, devsy: DevsyCli, ws_id: str, guest_image: str, tmp_path: Path, docker_client) -> None:
@@ -68,7 +84,7 @@ def test_ctrl_c_during_a_first_up_build_leaves_no_labelled_image_or_container(
     try:
         _read_until(proc, _MARKER, timeout=180)
         proc.send_signal(signal.SIGINT)
-        stderr = proc.communicate(timeout=120)[1].decode(errors="replace")
+        stderr = _stderr_after_exit(proc, timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
