@@ -5,6 +5,11 @@ At end of input, or when reading the input fails, the pump calls `on_eof` so the
 it was stopped (the command ended, or was cancelled) it does not: a cancelled command must not see a clean end of
 input and exit normally before it is killed.
 
+An input that cannot be read (a descriptor open for writing only, as `nohup` leaves a terminal, or a terminal that
+is gone) ends the input, as it does for OpenSSH's client: the command runs, sees end of file, and its exit status is
+the session's (`input_error` says why the input ended). Only a failure to deliver input (`error`: the transport's)
+is the session's failure.
+
 A stream with a descriptor (a tty, pipe, socket or file) is watched with poll() together with a wake pipe, so
 stop() ends the loop at once without closing anything. A stream without a descriptor can only be unblocked by
 closing it, which stop() does only when we own it. A caller-owned stream is never closed; an owned one is closed
@@ -54,7 +59,8 @@ class StdinPump(threading.Thread):
         self._wake_r, self._wake_w = os.pipe()
         self._wake_lock = threading.Lock()  # the wake pipe is closed by run() and written by stop()
         self._wake_open = True
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None  # delivering input failed (the sink's error)
+        self.input_error: OSError | ValueError | None = None  # reading the input failed: it ended there
 
     def stop(self) -> None:
         """End the copy loop; closes the source only if we own it and it has no descriptor to wait on."""
@@ -108,15 +114,23 @@ class StdinPump(threading.Thread):
                     except job_control.TerminalLost:
                         pass  # the read below lets the kernel say what is left of it (EIO, mostly)
                     continue
-                data = os.read(fd, _CHUNK)
-            else:
-                read1 = getattr(self._source, "read1", None)
-                data = read1(_CHUNK) if read1 else self._source.read(_CHUNK)
+            try:
+                data = self._read(fd)
+            except (OSError, ValueError) as exc:
+                if not self._stopping.is_set():  # else the read failed because stop() closed an owned source
+                    self.input_error = exc
+                return
             if self._stopping.is_set():
                 return
             if not data:
                 return
             self._sink(data)
+
+    def _read(self, fd: int | None) -> bytes:
+        if fd is not None:
+            return os.read(fd, _CHUNK)
+        read1 = getattr(self._source, "read1", None)
+        return read1(_CHUNK) if read1 else self._source.read(_CHUNK)
 
 
 def _fileno(stream: BinaryIO) -> int | None:

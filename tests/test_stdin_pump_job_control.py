@@ -34,7 +34,8 @@ if job == 0:
     pump = StdinPump(open(0, "rb", buffering=0, closefd=False), got.append, lambda: got.append(b"<eof>"))
     pump.start()
     pump.join(30)
-    report_of_copy = {"alive": pump.is_alive(), "error": getattr(pump.error, "errno", None),
+    report_of_copy = {"alive": pump.is_alive(), "error": pump.error and repr(pump.error),
+                      "input_error": getattr(pump.input_error, "errno", None),
                       "got": [g.decode() for g in got]}
     os.write(report, json.dumps(report_of_copy).encode())
     os._exit(0)
@@ -72,4 +73,4 @@ def test_a_background_read_the_kernel_fails_ends_the_copy(setup: str) -> None:
             if fd >= 0:
                 os.close(fd)
     assert session.returncode == 0, stderr
-    assert json.loads(report) == {"alive": False, "error": 5, "got": ["<eof>"]}, (report, stderr)
+    assert json.loads(report) == {"alive": False, "error": None, "input_error": 5, "got": ["<eof>"]}, (report, stderr)
