@@ -293,7 +293,8 @@ class Master:
             reply = run_with_driver(self.ws, command.argv, command.user, command.workdir, command.env,
                                     command.remote, stdin_fd, stdout_fd, stderr_fd, watch.cancel,
                                     started=lambda: watch.send({"op": "started"}))
-        except DevsyError as exc:
+        except DevsyError as exc:  # the driver's own message and exit status (a paused instance, say), as exec gives
+            log.warning("a session's exec failed: %s", redact(exc.message))
             return _error_reply(exc, redact)
         except Exception as exc:  # untyped (an engine socket's OSError, a bug): the client must hear it, masked
             log.error("a session's exec failed: %s: %s", type(exc).__name__, redact(str(exc)))
