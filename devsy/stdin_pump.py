@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import logging
 import os
 import select
 import signal
@@ -33,6 +34,8 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from devsy import job_control
+
+log = logging.getLogger("devsy.stdin_pump")
 
 _CHUNK = 1024 * 1024
 # How long through_pipe waits for its copier to end once stopped: it is then between a poll() and a read of input
@@ -116,9 +119,15 @@ class StdinPump(threading.Thread):
                     continue
             try:
                 data = self._read(fd)
+            except BlockingIOError:
+                if fd is None:
+                    raise
+                continue  # a non-blocking input another reader emptied after poll(): the next poll() waits
             except (OSError, ValueError) as exc:
                 if not self._stopping.is_set():  # else the read failed because stop() closed an owned source
                     self.input_error = exc
+                    log.info("reading the command's input failed (%s: %s): the input ends there",
+                             type(exc).__name__, exc)
                 return
             if self._stopping.is_set():
                 return
