@@ -26,14 +26,14 @@ _COMMANDS = {
 }
 
 
+@pytest.mark.parametrize("command", sorted(_COMMANDS))
 @pytest.mark.parametrize("path", ["agent", "exec"])
-def test_a_write_only_stdin_is_end_of_input(request, devsy, tmp_path: Path, path: str) -> None:
+def test_a_write_only_stdin_is_end_of_input(request, devsy, tmp_path: Path, path: str, command: str) -> None:
     workspace = request.getfixturevalue("running_workspace" if path == "agent" else "exec_workspace")
-    for name, argv in _COMMANDS.items():
-        extra = {"DEVSY_SSH_MUX": "0"} if name == "ssh-without-master" else {}
-        with open(tmp_path / f"{name}.stdin", "ab") as write_only:
-            result = subprocess.run([*DEVSY, *argv(workspace)], stdin=write_only, capture_output=True, timeout=120,
-                                    env=cli_env(devsy, **extra))
-        stderr = result.stderr.decode(errors="replace")
-        assert (result.returncode, result.stdout) == (3, b"input ended\n"), f"{name}: {result.returncode}\n{stderr}"
-        assert "failed" not in stderr, f"{name}: {stderr}"
+    extra = {"DEVSY_SSH_MUX": "0"} if command == "ssh-without-master" else {}
+    with open(tmp_path / "stdin", "ab") as write_only:
+        result = subprocess.run([*DEVSY, *_COMMANDS[command](workspace)], stdin=write_only, capture_output=True,
+                                timeout=120, env=cli_env(devsy, **extra))
+    stderr = result.stderr.decode(errors="replace")
+    assert (result.returncode, result.stdout) == (3, b"input ended\n"), f"{result.returncode}\n{stderr}"
+    assert "failed" not in stderr, stderr
