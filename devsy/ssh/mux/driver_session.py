@@ -18,15 +18,42 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable
-from typing import BinaryIO, cast
+from typing import BinaryIO, NamedTuple, cast
 
 from devsy.devcontainer.session_env import SessionEnv, apply_to_exec
 from devsy.driver.base import CancelToken, ExecRequest
 from devsy.exit_status import shell_status
 from devsy.reader_gone import WatchedOutput
 from devsy.stdin_pump import write_all
+from devsy.ssh.client import SessionRequest
 from devsy.ssh.tunnel import GatedInput
 from devsy.workspace.operations import OpenWorkspace
+
+
+class DriverCommand(NamedTuple):
+    """A session's command as the master's driver runs it (run_with_driver)."""
+
+    argv: list[str]
+    user: str
+    workdir: str
+    env: dict[str, str]
+    remote: SessionEnv  # the session env applied on top of `env` (empty when `env` already holds it)
+
+
+def driver_command(ws: OpenWorkspace, request: SessionRequest, user: str, explicit_env: dict[str, str],
+                   remote: SessionEnv) -> DriverCommand:
+    """What the driver runs for a session the master chose to run so (mux/master.py _by_driver). An argv session:
+    `devsy exec`'s request, with the client's --env (`explicit_env`) over `remote`. A session without a terminal:
+    as the host-side exec-session server would run it (ssh/exec_sessions.py session_exec), as the SSH user a
+    connection would log in as, with the env its SSH env requests carry (the remoteEnv is already in them)."""
+    if request.argv is not None:
+        return DriverCommand(request.argv, user, request.workdir, explicit_env, remote)
+    from devsy.ssh.exec_sessions import session_environment, session_exec
+
+    user = user or "root"
+    argv, env = session_exec(user, ws.record.workspace_folder, request.command,
+                             session_environment(SessionEnv({}), request.env))
+    return DriverCommand(argv, user, "", env, SessionEnv({}))
 
 
 class _FdOutput(io.RawIOBase):
@@ -45,11 +72,10 @@ class _FdOutput(io.RawIOBase):
         return len(data)
 
 
-def run_with_driver(ws: OpenWorkspace, argv: list[str], user: str, workdir: str, env: dict[str, str],
-                    remote: SessionEnv, stdin_fd: int | None, stdout_fd: int, stderr_fd: int, cancel: CancelToken,
-                    started: Callable[[], None]) -> dict:
-    """Run `argv` (as `user` in `workdir`, `env` over the session's `remote` env) with the workspace's driver and
-    return the master's reply. `started` is called just before the command goes to the driver. The descriptors
+def run_with_driver(ws: OpenWorkspace, command: DriverCommand, stdin_fd: int | None, stdout_fd: int, stderr_fd: int,
+                    cancel: CancelToken, started: Callable[[], None]) -> dict:
+    """Run `command` (its argv as its user in its workdir, its env over the session's remote env) with the
+    workspace's driver and return the master's reply. `started` is called just before the command goes to the driver. The descriptors
     are this function's, closed whatever happens: by the time it returns or raises (a DevsyError from the driver,
     say), nothing writes the output ones, and the input one is closed once no read of it is under way."""
     gated: GatedInput | None = None
@@ -61,10 +87,10 @@ def run_with_driver(ws: OpenWorkspace, argv: list[str], user: str, workdir: str,
             stdin_fd = None
             gated.open_gate()
         stdout, stderr = WatchedOutput(_FdOutput(stdout_fd)), WatchedOutput(_FdOutput(stderr_fd))  # type: ignore
-        request = ExecRequest(argv=list(argv), stdin=cast(BinaryIO, gated), owns_stdin=True,
-                              stdout=cast(BinaryIO, stdout), stderr=cast(BinaryIO, stderr), user=user,
-                              workdir=workdir, env=dict(env), cancel=cancel)
-        apply_to_exec(request, remote)
+        request = ExecRequest(argv=list(command.argv), stdin=cast(BinaryIO, gated), owns_stdin=True,
+                              stdout=cast(BinaryIO, stdout), stderr=cast(BinaryIO, stderr), user=command.user,
+                              workdir=command.workdir, env=dict(command.env), cancel=cancel)
+        apply_to_exec(request, command.remote)
         if cancel.is_cancelled():
             return {"op": "end", "cancelled": True}
         started()

@@ -28,11 +28,10 @@ import threading
 import time
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 import devsy.no_docker_ssh_transport  # noqa: F401  (first: before anything imports docker)
 from devsy import termination
-from devsy.agent.guest.channel_requests import ArgvRefused, send_signal
+from devsy.agent.guest.channel_requests import ArgvRefused
 from devsy.devcontainer.session_env import SessionEnv, ssh_env, workspace_session_env
 from devsy.workspace.operations import OpenWorkspace, exec_target, open_workspace
 from devsy.driver.base import CancelToken
@@ -42,14 +41,14 @@ from devsy.redaction import REDACT_ENV, RedactingWriter, Redactor, configured_se
 from devsy.ssh.client import PtyRequest, SessionNotOpened, SessionRequest, open_channel, pump_until_end, start_command
 from devsy.ssh.connection import (AgentConnection, AgentPath, exiting_session_error, lost_session_error,
                                   open_agent_connection)
-from devsy.ssh.mux.driver_session import run_with_driver
+from devsy.ssh.mux.client_watch import ClientWatch, kill_session
+from devsy.ssh.mux.driver_session import DriverCommand, driver_command, run_with_driver
 from devsy.ssh.mux.protocol import (MessageStream, ProtocolError, agent_takes_user, master_address, peer_pid_checked,
                                     persist_seconds)
 from devsy.ssh.mux.spawn import master_log
 from devsy.workspace.record import load_record
 
 log = logging.getLogger("devsy.ssh.master")
-CONFIRM_KILL_S = 8.0  # the agent freezes and kills the tree, then reports the signal; within the 10 s bound
 _CLOSE_WAIT_S = 20.0  # on exit, sessions that are ending get this long to send their last reply
 
 
@@ -75,16 +74,6 @@ class _Stderr:
             if self._fd != 2:
                 os.close(self._fd)
                 self._fd = 2
-
-
-class _DriverCommand(NamedTuple):
-    """A session's command as the master's driver runs it (mux/driver_session.py run_with_driver)."""
-
-    argv: list[str]
-    user: str
-    workdir: str
-    env: dict[str, str]
-    remote: SessionEnv  # the session env applied on top of `env` (empty when `env` already holds it)
 
 
 class Master:
@@ -202,11 +191,11 @@ class Master:
             os.close(stdin_fd)
         # The client is followed from now on, not only once its command started: it may ping us (or leave, or
         # cancel) while we connect to the agent.
-        watch = _Watch(stream)
-        threading.Thread(target=_watch_client, args=(watch,), daemon=True).start()
+        watch = ClientWatch(stream)
+        watch.start()
         watch.send(self._run(watch, message, stdin_fd if message.get("stdin") else None, stdout_fd, stderr_fd))
 
-    def _run(self, watch: _Watch, message: dict, stdin_fd: int | None, stdout_fd: int, stderr_fd: int) -> dict:
+    def _run(self, watch: ClientWatch, message: dict, stdin_fd: int | None, stdout_fd: int, stderr_fd: int) -> dict:
         """Run one session; the descriptors are ours to close. By the reply, every copy into the client's stdout
         and stderr has ended and closed its descriptor (once `devsy ssh` exits, only its caller holds them)."""
         handed_over = False
@@ -216,7 +205,8 @@ class Master:
                 request, user, remote = self._request(message, lambda text: watch.send({"op": "warning",
                                                                                          "message": redact(text)}))
                 if self._by_driver(request, user):
-                    command = self._driver_command(message, request, user, remote)  # before the hand-over
+                    command = driver_command(self.ws, request, user, _strings(message.get("env"), "env"),
+                                             remote)  # before the hand-over
                     handed_over = True
                     return self._run_by_driver(watch, command, stdin_fd, stdout_fd, stderr_fd, redact)
                 connection = self.connection(user or "root")
@@ -244,9 +234,9 @@ class Master:
                 handed_over = True  # the session's threads close each descriptor when they are done with it
                 stdin = os.fdopen(stdin_fd, "rb", buffering=0) if stdin_fd is not None else None
                 end = pump_until_end(channel, stdin, stdout_fd, stderr_fd, watch.cancel, owns_fds=True,
-                                     on_cancel=_kill_session, kill_on_broken_pipe=request.argv is not None)
+                                     on_cancel=kill_session, kill_on_broken_pipe=request.argv is not None)
             except BaseException:
-                _kill_session(channel)  # the client is gone, or we failed: the command must not run on unattended
+                kill_session(channel)  # the client is gone, or we failed: the command must not run on unattended
                 raise
         finally:
             if not handed_over:
@@ -261,21 +251,7 @@ class Master:
             return _error_reply(lost, redact)
         return {"op": "end", "exit_code": end.exit_code, "signal": end.signal, "broken_pipe": end.signal == "PIPE"}
 
-    def _driver_command(self, message: dict, request: SessionRequest, user: str, remote: SessionEnv) -> _DriverCommand:
-        """What the driver runs for a session _by_driver chose. An argv session: `devsy exec`'s request. A session
-        without a terminal: as the host-side exec-session server would run it (ssh/exec_sessions.py session_exec),
-        as the SSH user a connection would log in as (see _run), with the env its SSH env requests carry (the
-        remoteEnv is already in them)."""
-        if request.argv is not None:
-            return _DriverCommand(request.argv, user, request.workdir, _strings(message.get("env"), "env"), remote)
-        from devsy.ssh.exec_sessions import session_environment, session_exec
-
-        user = user or "root"
-        argv, env = session_exec(user, self.ws.record.workspace_folder, request.command,
-                                 session_environment(SessionEnv({}), request.env))
-        return _DriverCommand(argv, user, "", env, SessionEnv({}))
-
-    def _run_by_driver(self, watch: _Watch, command: _DriverCommand, stdin_fd: int | None, stdout_fd: int,
+    def _run_by_driver(self, watch: ClientWatch, command: DriverCommand, stdin_fd: int | None, stdout_fd: int,
                        stderr_fd: int, redact: Callable[[str], str]) -> dict:
         """A session through the driver's exec (mux/driver_session.py; which ones: _by_driver); the descriptors are
         closed by the reply. Closing the master (`devsy stop`, `delete`) cancels it: the driver kills the command's
@@ -290,8 +266,7 @@ class Master:
                     if fd is not None:
                         os.close(fd)
                 return _error_reply(exiting_session_error(self.ws), redact)
-            reply = run_with_driver(self.ws, command.argv, command.user, command.workdir, command.env,
-                                    command.remote, stdin_fd, stdout_fd, stderr_fd, watch.cancel,
+            reply = run_with_driver(self.ws, command, stdin_fd, stdout_fd, stderr_fd, watch.cancel,
                                     started=lambda: watch.send({"op": "started"}))
         except DevsyError as exc:  # the driver's own message and exit status (a paused instance, say), as exec gives
             log.warning("a session's exec failed: %s", redact(exc.message))
@@ -370,50 +345,6 @@ class Master:
             connections, self._connections = list(self._connections.values()), {}
         for connection in connections:
             connection.close(wait_for_tunnel=True)
-
-
-class _Watch:
-    """One session's client, as its watcher thread follows it: sends from that thread and the session's are
-    serialized; `channel` is set once the command's channel is open (for resizes)."""
-
-    def __init__(self, stream: MessageStream) -> None:
-        self.stream = stream
-        self.cancel = CancelToken()
-        self.channel: Any = None
-        self._send_lock = threading.Lock()
-
-    def send(self, message: dict) -> None:
-        with self._send_lock:
-            self.stream.send(message)
-
-
-def _watch_client(watch: _Watch) -> None:
-    """Follow the client during its session: pings (answered at once: the client's proof that we still work),
-    resizes, and cancellation (asked for, or the client went away)."""
-    try:
-        while True:
-            message, _ = watch.stream.receive()
-            if message is None:
-                return
-            if message["op"] == "cancel":
-                watch.cancel.cancel()  # and go on answering pings while the agent kills the tree
-            elif message["op"] == "ping":
-                watch.send({"op": "pong"})
-            elif message["op"] == "resize" and watch.channel is not None:
-                watch.channel.resize_pty(width=int(message["cols"]), height=int(message["rows"]))
-    except Exception as exc:  # noqa: BLE001 - whatever ends the watch (a closed socket, a closed channel) ...
-        log.debug("client watch ended: %s", exc)
-    finally:
-        watch.cancel.cancel()  # ... cancels the session; after it ended this changes nothing
-
-
-def _kill_session(channel: Any) -> None:
-    """A cancelled session: the agent kills the command's process tree, reports the signal and closes the channel."""
-    with contextlib.suppress(OSError, EOFError):
-        send_signal(channel, "KILL")
-    if not channel.status_event.wait(CONFIRM_KILL_S):
-        log.warning("the agent did not confirm the kill of channel %d within %gs", channel.get_id(), CONFIRM_KILL_S)
-    channel.close()
 
 
 def _error_reply(exc: DevsyError, redact: Callable[[str], str] = str, retry: bool = False) -> dict:
