@@ -41,7 +41,7 @@ _NOP = bytes([IAC, NOP])
 _CR_TO_SEPARATE = re.compile(rb"\r(?=[\n\x00]|\Z)")
 LINGER_S = 10.0  # after the exit marker, how long telnetd may take to end once its input is closed
 
-# Run by the session launcher (exec_sessions._LAUNCH) as the session's user. Arguments: busybox, nonce, cols, rows,
+# Run by the session launcher (exec_commands._LAUNCH) as the session's user. Arguments: busybox, nonce, cols, rows,
 # mode ("login" or "command"), command, the login program. The login program must be run from a folder mounted
 # without noexec (telnetd execs it), which its `check` mode proves. The exit status only matters where the login
 # program's exit marker never came (the program was killed): 255, as sshd's client reports a lost session.

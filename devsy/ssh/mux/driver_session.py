@@ -1,6 +1,6 @@
 """A session the SSH master runs with the workspace's driver instead of through the agent: an argv session (`devsy
 exec`) where the agent cannot run it (below), and, where the guest has no agent, any session without a terminal (its
-argv and environment made as the host-side exec-session server makes them: ssh/exec_sessions.py session_exec).
+argv and environment made as the host-side exec-session server makes them: ssh/exec_commands.py session_exec).
 
 That is the engine's exec, which the agent cannot stand in for: where the guest cannot run the agent (no python3:
 its `devsy ssh` sessions are exec sessions too), where the record's remoteUser is a form only the engine reads (a
@@ -26,6 +26,7 @@ from devsy.exit_status import shell_status
 from devsy.reader_gone import WatchedOutput
 from devsy.stdin_pump import write_all
 from devsy.ssh.client import SessionRequest
+from devsy.ssh.exec_commands import session_environment, session_exec
 from devsy.ssh.tunnel import GatedInput
 from devsy.workspace.operations import OpenWorkspace
 
@@ -44,12 +45,10 @@ def driver_command(ws: OpenWorkspace, request: SessionRequest, user: str, explic
                    remote: SessionEnv) -> DriverCommand:
     """What the driver runs for a session the master chose to run so (mux/master.py _by_driver). An argv session:
     `devsy exec`'s request, with the client's --env (`explicit_env`) over `remote`. A session without a terminal:
-    as the host-side exec-session server would run it (ssh/exec_sessions.py session_exec), as the SSH user a
+    as the host-side exec-session server would run it (ssh/exec_commands.py session_exec), as the SSH user a
     connection would log in as, with the env its SSH env requests carry (the remoteEnv is already in them)."""
     if request.argv is not None:
         return DriverCommand(request.argv, user, request.workdir, explicit_env, remote)
-    from devsy.ssh.exec_sessions import session_environment, session_exec
-
     user = user or "root"
     argv, env = session_exec(user, ws.record.workspace_folder, request.command,
                              session_environment(SessionEnv({}), request.env))
