@@ -119,13 +119,14 @@ class StdinPump(threading.Thread):
                     continue
             try:
                 data = self._read(fd)
-            except BlockingIOError:
-                if fd is None:
-                    raise
-                continue  # a non-blocking input another reader emptied after poll(): the next poll() waits
             except (OSError, ValueError) as exc:
+                if isinstance(exc, BlockingIOError) and fd is not None:
+                    continue  # a non-blocking input another reader emptied after poll(): the next poll() waits
+                # Anything else ends the input; so does EAGAIN from a source without a descriptor, as nothing here
+                # can wait for it (GatedInput, which has none, waits itself and never raises it).
                 if not self._stopping.is_set():  # else the read failed because stop() closed an owned source
                     self.input_error = exc
+                    # At info: only the SSH master logs at that level (ssh-master.log); a command's run stays quiet.
                     log.info("reading the command's input failed (%s: %s): the input ends there",
                              type(exc).__name__, exc)
                 return

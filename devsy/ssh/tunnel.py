@@ -93,7 +93,10 @@ class GatedInput(io.RawIOBase):
             if self._closing.is_set():
                 break
             if self._fd in ready:
-                data = self._read(size)
+                try:
+                    data = self._read(size)
+                except BlockingIOError:
+                    continue  # a non-blocking source another reader emptied after poll(): poll again
                 if not data and self._hold_at_eof:
                     self._source_ended = True  # from now on only pushes and close() end the wait
                     continue
