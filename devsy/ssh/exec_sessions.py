@@ -10,10 +10,10 @@ on without one). Under a terminal a command killed by a signal is reported as ex
 Signals other than KILL are refused: the driver can only kill a command's whole tree, which is what a cancelled
 `devsy ssh` asks for.
 
-Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest (_CONNECT). Unlike
-the agent's, a destination that refuses is not reported as the channel's open failure (the exec starts after the
-channel is confirmed): the channel closes at once and the connector's message goes to the tunnel's stderr. A session
-channel the client closes ends its exec (channel_closed).
+Local port forwarding (`ssh -L`) is one driver exec per connection of a connector in the guest (exec_commands.py
+_CONNECT). Unlike the agent's, a destination that refuses is not reported as the channel's open failure (the exec
+starts after the channel is confirmed): the channel closes at once and the connector's message goes to the tunnel's
+stderr. A session channel the client closes ends its exec (channel_closed).
 """
 
 from __future__ import annotations

@@ -74,9 +74,10 @@ class _FdOutput(io.RawIOBase):
 def run_with_driver(ws: OpenWorkspace, command: DriverCommand, stdin_fd: int | None, stdout_fd: int, stderr_fd: int,
                     cancel: CancelToken, started: Callable[[], None]) -> dict:
     """Run `command` (its argv as its user in its workdir, its env over the session's remote env) with the
-    workspace's driver and return the master's reply. `started` is called just before the command goes to the driver. The descriptors
-    are this function's, closed whatever happens: by the time it returns or raises (a DevsyError from the driver,
-    say), nothing writes the output ones, and the input one is closed once no read of it is under way."""
+    workspace's driver and return the master's reply. `started` is called just before the command goes to the
+    driver. The descriptors are this function's, closed whatever happens: by the time it returns or raises (a
+    DevsyError from the driver, say), nothing writes the output ones, and the input one is closed once no read of it
+    is under way."""
     gated: GatedInput | None = None
     try:
         # No fileno: the driver reads through read1, whose blocked read dispose() wakes; so the end of this
