@@ -202,11 +202,10 @@ class Master:
         redact = _session_redactor(message)
         try:
             try:
-                request, user, remote = self._request(message, lambda text: watch.send({"op": "warning",
-                                                                                         "message": redact(text)}))
+                request, user, remote, explicit = self._request(message, lambda text: watch.send(
+                    {"op": "warning", "message": redact(text)}))
                 if self._by_driver(request, user):
-                    command = driver_command(self.ws, request, user, _strings(message.get("env"), "env"),
-                                             remote)  # before the hand-over
+                    command = driver_command(self.ws, request, user, explicit, remote)  # before the hand-over
                     handed_over = True
                     return self._run_by_driver(watch, command, stdin_fd, stdout_fd, stderr_fd, redact)
                 connection = self.connection(user or "root")
@@ -294,10 +293,12 @@ class Master:
             return self._agent.exec_sessions() or not agent_takes_user(user)
         return request.pty is None and self._agent.exec_sessions()
 
-    def _request(self, message: dict, warn: Callable[[str], None]) -> tuple[SessionRequest, str, SessionEnv]:
-        """The session's request to the agent, the user it runs as and the workspace's session env, made here as
-        `devsy ssh` and `devsy exec` without a master make theirs: the workspace's remoteEnv (devcontainer.json
-        re-read now, ${localEnv:...} from the client's environment) under the client's --env; for an argv (`devsy
+    def _request(self, message: dict,
+                 warn: Callable[[str], None]) -> tuple[SessionRequest, str, SessionEnv, dict[str, str]]:
+        """The session's request to the agent, the user it runs as, the workspace's session env and the client's
+        --env, made here as `devsy ssh` and `devsy exec` without a master make theirs: the request's env is the
+        workspace's remoteEnv (devcontainer.json re-read now, ${localEnv:...} from the client's environment) under
+        the client's --env (returned apart too: a driver session applies the two itself); for an argv (`devsy
         exec`), the record's user and workspace folder unless given. The record is re-read too: a later `up` may have
         changed what it holds."""
         record = load_record(self.ws.paths)
@@ -316,7 +317,7 @@ class Master:
         request = SessionRequest(command=message.get("command"), env=ssh_env(remote, explicit), argv=argv,
                                  workdir=workdir,
                                  pty=PtyRequest(str(pty["term"]), int(pty["cols"]), int(pty["rows"])) if pty else None)
-        return request, user or record.remote_user, remote
+        return request, user or record.remote_user, remote, explicit
 
     def wait_for_sessions(self, timeout: float) -> None:
         """On exit: give the sessions that are ending (their connection closed) a bounded moment to reply."""
